@@ -65,11 +65,12 @@ type resolved struct {
 	t     int64 // Unix ms
 	limit int64
 	cost  int64
+	hash  uint64 // hash of key, set by the limiter
 }
 
-// resolve validates r and places it in its window at now (Unix ms), which is
-// used when r.Time is zero.
-func resolve(r Request, now time.Time) (resolved, error) {
+// resolve validates r and places it in its window; clock supplies the time
+// when r.Time is zero.
+func resolve(r Request, clock func() time.Time) (resolved, error) {
 	var problem string
 	d := r.Duration.Milliseconds()
 	switch {
@@ -89,7 +90,7 @@ func resolve(r Request, now time.Time) (resolved, error) {
 	}
 	at := r.Time
 	if at.IsZero() {
-		at = now
+		at = clock()
 	}
 	t := at.UnixMilli()
 	if t < 0 {
@@ -118,4 +119,14 @@ func (q *resolved) response(o window.Outcome) Response {
 		Current:   o.Current,
 		Reset:     time.UnixMilli(q.pos.Reset()),
 	}
+}
+
+// current is the cell q falls in.
+func (q *resolved) current() origin.Cell {
+	return origin.Cell{Key: q.key, Sequence: q.pos.Seq}
+}
+
+// previous is the cell before it, weighted by the sliding window.
+func (q *resolved) previous() origin.Cell {
+	return origin.Cell{Key: q.key, Sequence: q.pos.Seq - 1}
 }

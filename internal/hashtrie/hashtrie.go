@@ -289,3 +289,10 @@ func (i *indirect[K, V]) all(yield func(K, *V) bool) bool {
 	}
 	return true
 }
+
+// KeyOf returns the key stored with v. v must be a pointer returned by this
+// map's Load or LoadOrStore (the entry may have been deleted since).
+func (m *Map[K, V]) KeyOf(v *V) K {
+	var e entry[K, V]
+	return (*entry[K, V])(unsafe.Add(unsafe.Pointer(v), -int(unsafe.Offsetof(e.value)))).key
+}

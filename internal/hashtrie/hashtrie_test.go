@@ -133,3 +133,13 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+func TestKeyOf(t *testing.T) {
+	m := New[string, [3]int64](func(s string) uint64 { return maphash.String(seed, s) })
+	for _, k := range []string{"a", "bb", "", "ccc"} {
+		v, _ := m.LoadOrStore(maphash.String(seed, k), k, nil)
+		if got := m.KeyOf(v); got != k {
+			t.Fatalf("KeyOf = %q, want %q", got, k)
+		}
+	}
+}

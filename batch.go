@@ -1,0 +1,86 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+)
+
+// RatelimitMany decides several requests all-or-nothing.
+//
+// Requests are decided in order. A request that passes adds its cost
+// speculatively, so later requests on the same counter see it; a denied one
+// adds nothing. If every request passed, the increments are committed and each
+// response is the answer at its point of the batch. If any was denied, every
+// increment is rolled back and nothing is replayed or published; each
+// response's Success still says whether that request passed at its point, and
+// its Current and Remaining describe the state after the rollback, as a peek
+// would.
+//
+// If any request is invalid, RatelimitMany returns an error wrapping
+// [ErrInvalidRequest] that names its index, and decides nothing.
+func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	qs := make([]resolved, len(rs))
+	for i, r := range rs {
+		q, err := resolve(r, l.cfg.Clock)
+		if err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		qs[i] = q
+	}
+
+	out := make([]Response, len(qs))
+	curs := make([]*cell, len(qs))
+	applied := make([]bool, len(qs))
+	passed := true
+	for i := range qs {
+		q := &qs[i]
+		cur, prev := l.cellsFor(ctx, q)
+		curs[i] = cur
+		// Announce the increment as speculative before the count can include
+		// it, so that whoever reads regional-speculative never sees it.
+		cur.speculative.Add(q.cost)
+		for {
+			regional := cur.regional.Load()
+			o := q.decide(regional+cur.imported.Load(), prev.count())
+			out[i] = q.response(o)
+			if !o.Success {
+				cur.speculative.Add(-q.cost)
+				l.denied(q, cur)
+				passed = false
+				break
+			}
+			if q.cost == 0 || cur.regional.CompareAndSwap(regional, regional+q.cost) {
+				applied[i] = true
+				break
+			}
+		}
+	}
+
+	for i, q := range qs {
+		if !applied[i] || q.cost == 0 {
+			continue
+		}
+		if !passed {
+			curs[i].regional.Add(-q.cost)
+		}
+		curs[i].speculative.Add(-q.cost)
+		if passed {
+			l.accepted(curs[i], q.cost)
+		}
+	}
+	if passed {
+		return out, nil
+	}
+	// Rolled back: report every counter as a peek would see it now.
+	for i := range qs {
+		q := &qs[i]
+		q.cost = 0
+		prev := l.cells.load(q.hash, q.previous())
+		o := q.decide(curs[i].count(), prev.count())
+		out[i].Current, out[i].Remaining = o.Current, o.Remaining
+	}
+	return out, nil
+}

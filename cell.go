@@ -1,0 +1,151 @@
+package sluice
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/hashtrie"
+	"github.com/sluicehq/sluice/origin"
+)
+
+// cell is the local state of one fixed window cell of one counter. Every field
+// is read and written with atomics; the mutex only serialises the hydration of
+// a cold cell. A cell is created once and never copied.
+type cell struct {
+	// regional is this region's count, including speculative increments.
+	regional atomic.Int64
+	// speculative is the part of regional added by RatelimitMany batches that
+	// may still roll back. It must never be replayed or published.
+	speculative atomic.Int64
+	// imported is the count of the other regions, set by the global layer.
+	imported atomic.Int64
+	// pending is the committed local increments not yet replayed to the origin.
+	pending atomic.Int64
+	// strictUntil is the Unix ms until which a denial in this cell keeps its
+	// counter in strict mode.
+	strictUntil atomic.Int64
+	// syncedAt is the Unix ms of the last origin read or replay of this cell;
+	// 0 while the cell is cold (never read from the origin).
+	syncedAt atomic.Int64
+	// flags holds flagDirty and flagRefreshing.
+	flags atomic.Uint32
+	// hydrating serialises the first origin read of a cold cell.
+	hydrating sync.Mutex
+	// next links the cell in the replay queue while it is dirty.
+	next *cell
+}
+
+const (
+	flagDirty      uint32 = 1 << iota // queued for replay
+	flagRefreshing                    // a freshness refresh is in flight
+)
+
+// setFlag sets f and reports whether this call set it.
+func (c *cell) setFlag(f uint32) bool {
+	return c.flags.Or(f)&f == 0
+}
+
+func (c *cell) clearFlag(f uint32) {
+	c.flags.And(^f)
+}
+
+// count returns the cell's usage: regional plus imported.
+func (c *cell) count() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.regional.Load() + c.imported.Load()
+}
+
+// strict returns the strict-mode deadline left by a denial in this cell.
+// Strict mode belongs to the counter, not to one cell: a deadline t+d set in
+// cell seq can reach into cell seq+1 but never further, so the deadlines of
+// the current and previous cells together are exactly the counter's.
+func (c *cell) strict() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.strictUntil.Load()
+}
+
+// merge raises the regional count to an origin total, keeping the local
+// increments the origin has not seen yet (pending and speculative). Counts
+// only grow: a lower total changes nothing.
+func (c *cell) merge(total int64) {
+	for {
+		local := c.regional.Load()
+		want := total + c.pending.Load() + c.speculative.Load()
+		if want <= local || c.regional.CompareAndSwap(local, want) {
+			return
+		}
+	}
+}
+
+// raiseStrict moves the strict-mode deadline to until if that is later.
+func (c *cell) raiseStrict(until int64) {
+	for {
+		old := c.strictUntil.Load()
+		if until <= old || c.strictUntil.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
+// cellTable is the flat concurrent map of all live cells, keyed by
+// (workspace, namespace, identifier, duration, sequence).
+type cellTable struct {
+	seed maphash.Seed
+	m    *hashtrie.Map[origin.Cell, cell]
+}
+
+func newCellTable() *cellTable {
+	t := &cellTable{seed: maphash.MakeSeed()}
+	t.m = hashtrie.New[origin.Cell, cell](func(c origin.Cell) uint64 {
+		return cellHash(t.keyHash(c.Key), c.Sequence)
+	})
+	return t
+}
+
+// keyHash hashes a counter identity. Fields are length-delimited so that
+// shifting bytes between them changes the hash.
+func (t *cellTable) keyHash(k origin.Key) uint64 {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	var buf [8]byte
+	for _, s := range [...]string{k.Workspace, k.Namespace, k.Identifier} {
+		binary.LittleEndian.PutUint64(buf[:], uint64(len(s)))
+		h.Write(buf[:])
+		h.WriteString(s)
+	}
+	binary.LittleEndian.PutUint64(buf[:], uint64(k.Duration))
+	h.Write(buf[:])
+	return h.Sum64()
+}
+
+// cellHash derives the hash of one cell from its identity's hash, so a
+// request hashes its strings once for both of the cells it reads.
+func cellHash(keyHash uint64, seq int64) uint64 {
+	// splitmix64 finaliser over the identity hash offset by the sequence.
+	x := keyHash + uint64(seq)*0x9e3779b97f4a7c15
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func (t *cellTable) load(h uint64, c origin.Cell) *cell {
+	return t.m.Load(cellHash(h, c.Sequence), c)
+}
+
+// loadOrCreate returns the cell, creating it if needed; warm reports whether
+// it already existed, synced marks a new cell as already in sync with the
+// origin (true when the limiter is its own origin).
+func (t *cellTable) loadOrCreate(h uint64, c origin.Cell, synced int64) *cell {
+	v, _ := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
+		v.syncedAt.Store(synced)
+	})
+	return v
+}

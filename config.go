@@ -1,0 +1,141 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/origin"
+)
+
+// Defaults applied by [New] to the zero fields of a [Config].
+const (
+	DefaultRegion          = "local"
+	DefaultHydrateTimeout  = 250 * time.Millisecond
+	DefaultRefreshAfter    = 5 * time.Second
+	DefaultReplayWorkers   = 8
+	DefaultReplayBatch     = 256
+	DefaultReplayInterval  = 5 * time.Millisecond
+	DefaultReplayTimeout   = time.Second
+	DefaultJanitorInterval = 10 * time.Second
+	DefaultFlushTimeout    = 5 * time.Second
+)
+
+// ErrInvalidConfig is returned, wrapped with the reason, by [Config.Validate]
+// and [New].
+var ErrInvalidConfig = errors.New("sluice: invalid config")
+
+// Config configures a [Limiter]. The zero value is the embedded default: one
+// node in region "local" whose own memory is the regional origin, with no
+// global layer. Every zero field takes the default documented on it.
+type Config struct {
+	// Region names the region this limiter serves. Default "local".
+	Region string
+
+	// Origin is the regional store that converges the nodes of a region
+	// (origin/redis, origin/memory, or your own). Nil means this limiter is
+	// its own origin: decisions are exact for one process and nothing is
+	// replayed.
+	Origin origin.Origin
+
+	// Clock is the time used for requests without a Time and for
+	// housekeeping. Default time.Now.
+	Clock func() time.Time
+
+	// Logger receives the limiter's logs. Default: discard.
+	Logger *slog.Logger
+
+	// Observer receives internal measurements (origin reads, replay, cells).
+	// Default: none.
+	Observer Observer
+
+	// HydrateTimeout bounds a synchronous origin read: the hydration of a
+	// cold counter, a strict-mode read, a freshness refresh. On timeout the
+	// decision is made from local state. Default 250ms.
+	HydrateTimeout time.Duration
+
+	// RefreshAfter is how old a warm counter's last origin read may get
+	// before one request refreshes it (the others go on with the local
+	// value). Default 5s.
+	RefreshAfter time.Duration
+
+	// ReplayWorkers is the number of goroutines that replay accepted
+	// increments to the origin. Default 8.
+	ReplayWorkers int
+
+	// ReplayBatch is the largest number of cells replayed in one pipelined
+	// origin call. Default 256.
+	ReplayBatch int
+
+	// ReplayInterval is the pause between two drains of the replay queue:
+	// increments to one cell within it coalesce into one origin write. It
+	// also paces retries while the origin fails. Default 5ms.
+	ReplayInterval time.Duration
+
+	// ReplayTimeout bounds one replay call to the origin. A failed replay
+	// keeps its increments and retries with backoff. Default 1s.
+	ReplayTimeout time.Duration
+
+	// JanitorInterval is the period of the sweep that evicts cells older
+	// than the previous window. Default 10s.
+	JanitorInterval time.Duration
+
+	// FlushTimeout bounds the final replay in Close. Default 5s.
+	FlushTimeout time.Duration
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Region == "" {
+		c.Region = DefaultRegion
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	setDefault(&c.HydrateTimeout, DefaultHydrateTimeout)
+	setDefault(&c.RefreshAfter, DefaultRefreshAfter)
+	setDefault(&c.ReplayWorkers, DefaultReplayWorkers)
+	setDefault(&c.ReplayBatch, DefaultReplayBatch)
+	setDefault(&c.ReplayInterval, DefaultReplayInterval)
+	setDefault(&c.ReplayTimeout, DefaultReplayTimeout)
+	setDefault(&c.JanitorInterval, DefaultJanitorInterval)
+	setDefault(&c.FlushTimeout, DefaultFlushTimeout)
+	return c
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Validate reports the first invalid field of c, wrapped in
+// [ErrInvalidConfig]. Zero fields are valid: they take their defaults.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"HydrateTimeout", c.HydrateTimeout < 0},
+		{"RefreshAfter", c.RefreshAfter < 0},
+		{"ReplayWorkers", c.ReplayWorkers < 0},
+		{"ReplayBatch", c.ReplayBatch < 0},
+		{"ReplayInterval", c.ReplayInterval < 0},
+		{"ReplayTimeout", c.ReplayTimeout < 0},
+		{"JanitorInterval", c.JanitorInterval < 0},
+		{"FlushTimeout", c.FlushTimeout < 0},
+	} {
+		if f.bad {
+			return fmt.Errorf("%w: %s is negative", ErrInvalidConfig, f.name)
+		}
+	}
+	return nil
+}

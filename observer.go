@@ -1,0 +1,43 @@
+package sluice
+
+import "time"
+
+// ReadReason says why the limiter read its origin synchronously.
+type ReadReason string
+
+// The reasons for a synchronous origin read.
+const (
+	ReadHydrate ReadReason = "hydrate" // a cold counter's first decision
+	ReadStrict  ReadReason = "strict"  // a decision in strict mode
+	ReadRefresh ReadReason = "refresh" // a warm counter older than RefreshAfter
+)
+
+// Observer receives the limiter's internal measurements, for metrics. Every
+// method must be safe for concurrent use and must return quickly; it is
+// called from request paths and background goroutines. Embed [NopObserver]
+// to implement only part of it.
+type Observer interface {
+	// OriginRead reports one synchronous origin read and its outcome.
+	OriginRead(reason ReadReason, elapsed time.Duration, err error)
+	// Replayed reports one replay call of cells cells to the origin.
+	Replayed(cells int, elapsed time.Duration, err error)
+	// ReplayBacklog reports the number of cells waiting for replay.
+	ReplayBacklog(cells int64)
+	// Swept reports one janitor pass: cells kept and cells evicted.
+	Swept(live, evicted int)
+}
+
+// NopObserver is an [Observer] that ignores everything.
+type NopObserver struct{}
+
+// OriginRead implements [Observer].
+func (NopObserver) OriginRead(ReadReason, time.Duration, error) {}
+
+// Replayed implements [Observer].
+func (NopObserver) Replayed(int, time.Duration, error) {}
+
+// ReplayBacklog implements [Observer].
+func (NopObserver) ReplayBacklog(int64) {}
+
+// Swept implements [Observer].
+func (NopObserver) Swept(int, int) {}
