@@ -1,0 +1,408 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/sluicehq/sluice/origin"
+)
+
+// Errors of this package. Outage-class errors (breaker open, timeout,
+// connection failure) also wrap [origin.ErrUnavailable].
+var (
+	// ErrClosed is returned by calls made after [Origin.Close].
+	ErrClosed = errors.New("redis: origin is closed")
+	// ErrInvalidCell is returned for a key whose duration is not a positive
+	// whole number of milliseconds, or a sequence whose previous cell does
+	// not exist (math.MinInt64). Nothing is sent to Redis.
+	ErrInvalidCell = errors.New("redis: invalid cell")
+	// ErrBadValue is returned when a cell key holds something that is not an
+	// integer (someone else wrote it). It does not count against the breaker.
+	ErrBadValue = errors.New("redis: cell does not hold an integer")
+)
+
+// incrScript adds ARGV[1] to the counter KEYS[1] and returns the total. When
+// the key is new (the total equals the increment) or has no expiry, it sets
+// the expiry to ARGV[2] milliseconds. A script runs atomically, so no cell
+// ever exists without an expiry, even when the client dies between the two
+// steps. Redis converts the reply to a Lua number (a double): totals are
+// exact up to 2^53.
+var incrScript = goredis.NewScript(`local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+if n == tonumber(ARGV[1]) or redis.call('PTTL', KEYS[1]) == -1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return n
+`)
+
+// Origin is an [origin.Origin] backed by Redis. Create it with [New]; the zero
+// value is not usable. An Origin is safe for concurrent use by many
+// goroutines and starts no goroutine of its own.
+type Origin struct {
+	client  goredis.UniversalClient
+	timeout time.Duration
+	minTTL  int64 // ms
+	log     *slog.Logger
+	obs     Observer
+	breaker *gobreaker.CircuitBreaker[struct{}]
+	closed  atomic.Bool
+}
+
+var _ origin.Origin = (*Origin)(nil)
+
+// New returns an Origin for cfg, after [Config.Validate]. It does not contact
+// Redis: an unreachable Redis shows up as failing calls and, if sustained, an
+// open breaker.
+func New(cfg Config) (*Origin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	o := &Origin{
+		client:  cfg.Client,
+		timeout: cfg.Timeout,
+		minTTL:  cfg.MinTTL.Milliseconds(),
+		log:     cfg.Logger,
+		obs:     cfg.Observer,
+	}
+	b := cfg.Breaker
+	o.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         "redis-origin",
+		MaxRequests:  b.HalfOpenProbes,
+		Interval:     b.Window,
+		BucketPeriod: b.Window / 10,
+		Timeout:      b.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if c.ConsecutiveFailures >= b.ConsecutiveFailures {
+				return true
+			}
+			done := c.TotalSuccesses + c.TotalFailures
+			return done >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRatio*float64(done)
+		},
+		IsSuccessful: func(err error) bool {
+			out := outcomeOf(err)
+			return out == OutcomeOK || out == OutcomeError
+		},
+		IsExcluded: func(err error) bool {
+			return outcomeOf(err) == OutcomeCanceled
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			f, t := breakerState(from), breakerState(to)
+			level := slog.LevelInfo
+			if t == BreakerOpen {
+				level = slog.LevelWarn
+			}
+			o.log.Log(context.Background(), level, "redis origin: circuit breaker "+t.String(),
+				slog.String("from", f.String()), slog.String("to", t.String()))
+			o.obs.BreakerChanged(f, t)
+		},
+	})
+	if ok, known := contextTimeoutEnabled(cfg.Client); known && !ok {
+		o.log.Warn("redis origin: the Redis client has ContextTimeoutEnabled=false, so call deadlines do not bound socket I/O; set it to true (NewClient does)")
+	}
+	return o, nil
+}
+
+// contextTimeoutEnabled reports the client's ContextTimeoutEnabled option, if
+// the client type exposes its options.
+func contextTimeoutEnabled(c goredis.UniversalClient) (enabled, known bool) {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled, true
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled, true
+	}
+	return false, false
+}
+
+// Close marks the Origin closed: later calls fail with [ErrClosed] (wrapping
+// origin.ErrUnavailable) without touching the network. It does not close the
+// Redis client, which the caller owns, and does not wait for calls in
+// flight. Close is idempotent and always returns nil.
+func (o *Origin) Close() error {
+	o.closed.Store(true)
+	return nil
+}
+
+// BreakerState returns the current state of the circuit breaker. An open
+// breaker whose OpenTimeout has passed reports (and becomes) half-open.
+func (o *Origin) BreakerState() BreakerState {
+	return breakerState(o.breaker.State())
+}
+
+// Load returns the totals of cells seq and seq-1 of key with one MGET (both
+// keys share a cluster slot). A missing key counts as zero.
+func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Counts, error) {
+	if err := checkKey(key); err != nil {
+		return origin.Counts{}, fmt.Errorf("%w (load): %s", ErrInvalidCell, err)
+	}
+	if seq == math.MinInt64 {
+		return origin.Counts{}, fmt.Errorf("%w (load): sequence %d has no previous cell", ErrInvalidCell, seq)
+	}
+	cur := CellKey(origin.Cell{Key: key, Sequence: seq})
+	prev := CellKey(origin.Cell{Key: key, Sequence: seq - 1})
+	var counts origin.Counts
+	err := o.do(ctx, OpLoad, 2, func(ctx context.Context) error {
+		vals, err := o.client.MGet(ctx, cur, prev).Result()
+		if err != nil {
+			return err
+		}
+		if len(vals) != 2 {
+			return fmt.Errorf("%w: MGET returned %d values for 2 keys", ErrBadValue, len(vals))
+		}
+		if counts.Current, err = parseCount(vals[0]); err != nil {
+			return err
+		}
+		counts.Previous, err = parseCount(vals[1])
+		return err
+	})
+	if err != nil {
+		return origin.Counts{}, err
+	}
+	return counts, nil
+}
+
+// Apply adds every delta to its cell in one pipeline of EVALSHA calls of the
+// increment script (falling back to EVAL for the cells Redis answers
+// NOSCRIPT) and returns the totals in the order of deltas. Each cell's
+// increment and expiry (max(TTLWindows × duration, MinTTL)) are one atomic
+// step. Several deltas of one cell are applied in order, each seeing the
+// previous one.
+//
+// Apply is at-least-once: on error no total is returned, but some cells may
+// have been incremented (a pipeline cut short, a reply lost in a timeout),
+// so a caller that retries may count those deltas twice. For a rate limiter
+// this errs on the side of denying.
+func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+	if len(deltas) == 0 {
+		return []int64{}, nil
+	}
+	keys := make([]string, len(deltas))
+	for i := range deltas {
+		if err := checkKey(deltas[i].Cell.Key); err != nil {
+			return nil, fmt.Errorf("%w (apply, delta %d): %s", ErrInvalidCell, i, err)
+		}
+		keys[i] = CellKey(deltas[i].Cell)
+	}
+	totals := make([]int64, len(deltas))
+	err := o.do(ctx, OpApply, len(deltas), func(ctx context.Context) error {
+		return o.apply(ctx, keys, deltas, totals)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return totals, nil
+}
+
+func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []int64) error {
+	cmds := make([]*goredis.Cmd, len(deltas))
+	pipe := o.client.Pipeline()
+	sha := incrScript.Hash()
+	for i := range deltas {
+		cmds[i] = pipe.EvalSha(ctx, sha, keys[i:i+1], deltas[i].Count, o.ttl(deltas[i].Cell.Duration))
+	}
+	execErr := execPipeline(ctx, pipe)
+
+	var missing []int // cells Redis answered NOSCRIPT: not run, safe to run again
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			if isNoScript(err) {
+				missing = append(missing, i)
+				continue
+			}
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		// EVAL also caches the script, so the next Apply's EVALSHA finds it.
+		retry := o.client.Pipeline()
+		for _, i := range missing {
+			cmds[i] = incrScript.Eval(ctx, retry, keys[i:i+1], deltas[i].Count, o.ttl(deltas[i].Cell.Duration))
+		}
+		execErr = execPipeline(ctx, retry)
+		for _, i := range missing {
+			if err := cmds[i].Err(); err != nil {
+				return err
+			}
+		}
+	}
+	if execErr != nil && !isNoScript(execErr) {
+		return execErr
+	}
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		if err != nil {
+			return fmt.Errorf("%w: script returned %v", ErrBadValue, cmd.Val())
+		}
+		totals[i] = n
+	}
+	return nil
+}
+
+// execPipeline runs pipe; the error is the pipeline's first command error,
+// which the caller inspects per command.
+func execPipeline(ctx context.Context, pipe goredis.Pipeliner) error {
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// ttl returns the expiry of a cell of duration d in milliseconds.
+func (o *Origin) ttl(d time.Duration) int64 {
+	return max(TTLWindows*d.Milliseconds(), o.minTTL)
+}
+
+// do runs fn through the circuit breaker with the call's deadline, observes
+// it and wraps its error.
+func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Context) error) error {
+	if o.closed.Load() {
+		return fmt.Errorf("redis: %s: %w: %w", op, ErrClosed, origin.ErrUnavailable)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redis: %s: %w", op, err)
+	}
+	start := time.Now()
+	_, err := o.breaker.Execute(func() (struct{}, error) {
+		cctx := ctx
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+		}
+		if err := fn(cctx); err != nil {
+			return struct{}{}, &callError{outcome: classify(ctx, err), err: err}
+		}
+		return struct{}{}, nil
+	})
+	out := outcomeOf(err)
+	o.obs.ObserveCall(Call{Op: op, Outcome: out, Cells: cells, Elapsed: time.Since(start)})
+	switch out {
+	case OutcomeOK:
+		return nil
+	case OutcomeRejected:
+		return fmt.Errorf("redis: %s: %w: circuit breaker is %s", op, origin.ErrUnavailable, o.BreakerState())
+	case OutcomeTimeout, OutcomeUnavailable:
+		return fmt.Errorf("redis: %s: %w: %w", op, origin.ErrUnavailable, cause(err))
+	default:
+		return fmt.Errorf("redis: %s: %w", op, cause(err))
+	}
+}
+
+// callError carries the outcome of a failed call through the breaker.
+type callError struct {
+	outcome Outcome
+	err     error
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// cause returns the error a call failed with, without its callError wrapper.
+func cause(err error) error {
+	var ce *callError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
+}
+
+// outcomeOf returns the outcome of an error returned by breaker.Execute.
+func outcomeOf(err error) Outcome {
+	if err == nil {
+		return OutcomeOK
+	}
+	var ce *callError
+	if errors.As(err, &ce) {
+		return ce.outcome
+	}
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return OutcomeRejected
+	}
+	return OutcomeUnavailable
+}
+
+// outageReplies are the prefixes of Redis error replies that mean the server
+// cannot serve right now, as opposed to a problem with one command.
+var outageReplies = []string{
+	"LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "OOM",
+	"BUSY", "NOREPLICAS", "MISCONF", "NOAUTH", "WRONGPASS", "NOPERM",
+}
+
+// classify returns the outcome of err, returned by a call made under the
+// caller's context parent.
+func classify(parent context.Context, err error) Outcome {
+	if errors.Is(parent.Err(), context.Canceled) {
+		return OutcomeCanceled
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return OutcomeTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return OutcomeTimeout
+	}
+	if errors.Is(err, ErrBadValue) {
+		return OutcomeError
+	}
+	var re goredis.Error
+	if errors.As(err, &re) {
+		msg := strings.TrimPrefix(re.Error(), "ERR ")
+		for _, p := range outageReplies {
+			if strings.HasPrefix(msg, p) {
+				return OutcomeUnavailable
+			}
+		}
+		if strings.HasPrefix(msg, "redis: ") {
+			return OutcomeUnavailable // a client-side condition, not a reply
+		}
+		return OutcomeError
+	}
+	return OutcomeUnavailable
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, goredis.ErrNoScript) || goredis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// checkKey rejects durations the key layout and the TTL cannot represent.
+func checkKey(k origin.Key) error {
+	if k.Duration < time.Millisecond || k.Duration%time.Millisecond != 0 {
+		return fmt.Errorf("duration %v is not a positive whole number of milliseconds", k.Duration)
+	}
+	return nil
+}
+
+// parseCount converts one MGET value: nil (missing key) is zero.
+func parseCount(v any) (int64, error) {
+	switch v := v.(type) {
+	case nil:
+		return 0, nil
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %q", ErrBadValue, truncate(v, 32))
+		}
+		return n, nil
+	case int64:
+		return v, nil
+	default:
+		return 0, fmt.Errorf("%w: unexpected %T", ErrBadValue, v)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
