@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/mysql"
+	"github.com/sluicehq/sluice/store/sqlite"
+)
+
+// errNotAvailable marks a configured feature this build does not include.
+var errNotAvailable = errors.New("not available in this build")
+
+// serveCmd holds the flags of `sluice serve`. Defaults are in the tags.
+type serveCmd struct {
+	HTTPAddr        string        `name:"http-addr" default:"127.0.0.1:7070" help:"Address of the HTTP API (HTTP/1.1 and h2c). Port 0 picks a free port (logged)."`
+	Region          string        `default:"local" help:"Name of this node's region."`
+	Origin          string        `enum:"memory,redis,cluster," default:"" help:"Regional origin: memory, redis or cluster (default: redis when --redis-url is set, else memory)."`
+	RedisURL        string        `name:"redis-url" help:"Redis URL (redis:// or rediss://) of the regional origin."`
+	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): stores namespaces and overrides there instead of SQLite."`
+	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None: any bearer token is workspace 'default', loopback only."`
+	DataDir         string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
+	RLSConfig       string        `name:"rls-config" help:"File or folder of Envoy ratelimit YAML (Envoy RLS)."`
+	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" help:"Log format: text or json."`
+	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" help:"Minimum log level."`
+	ShutdownTimeout time.Duration `name:"shutdown-timeout" default:"15s" help:"How long a graceful shutdown waits for in-flight requests."`
+	OverrideRefresh time.Duration `name:"override-refresh" default:"2s" help:"How often overrides are re-read from the store (the delay before another node's change is seen)."`
+}
+
+// Validate checks the flags that kong's tags cannot.
+func (c *serveCmd) Validate() error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("--http-addr %q: %w", c.HTTPAddr, err)
+	}
+	if c.Region == "" {
+		return errors.New("--region must not be empty")
+	}
+	if c.RedisURL != "" {
+		u, err := url.Parse(c.RedisURL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") || (u.Host == "" && u.Scheme != "unix") {
+			return fmt.Errorf("--redis-url %q: want redis://[user:pass@]host:port[/db], rediss://… or unix://…", c.RedisURL)
+		}
+	}
+	if c.Origin == "redis" && c.RedisURL == "" {
+		return errors.New("--origin redis needs --redis-url")
+	}
+	if _, err := c.rootKeys(); err != nil {
+		return err
+	}
+	if c.ShutdownTimeout <= 0 {
+		return errors.New("--shutdown-timeout must be positive")
+	}
+	if c.OverrideRefresh <= 0 {
+		return errors.New("--override-refresh must be positive")
+	}
+	if c.MySQLDSN == "" && c.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	return nil
+}
+
+func (c *serveCmd) rootKeys() ([]server.RootKey, error) {
+	var keys []server.RootKey
+	for _, s := range c.RootKey {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		k, err := server.ParseRootKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("--root-key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+func (c *serveCmd) logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// isLoopback reports whether addr's host is a loopback IP or "localhost".
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Run serves until SIGINT or SIGTERM, then shuts down gracefully: stop
+// accepting, drain in-flight requests (up to --shutdown-timeout), close the
+// limiter (flushing pending replays), stop the override cache, close the
+// store.
+func (c *serveCmd) Run(ctx context.Context) error {
+	log := c.logger(os.Stderr)
+	keys, err := c.rootKeys()
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		if !isLoopback(c.HTTPAddr) {
+			return fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key KEY:WORKSPACE (or SLUICE_ROOT_KEYS) to listen there", c.HTTPAddr)
+		}
+		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
+	}
+	if c.RLSConfig != "" {
+		return fmt.Errorf("--rls-config: Envoy RLS is %w", errNotAvailable)
+	}
+	origin := c.Origin
+	if origin == "" {
+		origin = "memory"
+		if c.RedisURL != "" {
+			origin = "redis"
+		}
+	}
+	switch origin {
+	case "redis":
+		return fmt.Errorf("--origin redis (--redis-url): the Redis origin is %w (origin/redis is not wired into cmd/sluice yet)", errNotAvailable)
+	case "cluster":
+		return fmt.Errorf("--origin cluster: the cluster origin is %w", errNotAvailable)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(reg)
+
+	st, err := c.openStore(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
+	cacheCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	catalog, err := store.NewCache(cacheCtx, store.CacheConfig{
+		Store:     st,
+		Refresh:   c.OverrideRefresh,
+		Logger:    log,
+		OnRefresh: metrics.StoreRefreshed,
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer catalog.Close()
+
+	limiter, err := sluice.New(sluice.Config{Region: c.Region, Logger: log, Observer: metrics})
+	if err != nil {
+		return err
+	}
+	limiterClosed := false
+	defer func() {
+		if !limiterClosed {
+			_ = limiter.Close()
+		}
+	}()
+
+	api, err := server.New(server.Config{
+		Limiter:  limiter,
+		Catalog:  catalog,
+		RootKeys: keys,
+		Logger:   log,
+		Metrics:  metrics,
+		Gatherer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "store", c.storeName(), "root_keys", len(keys), "version", version)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	stop() // a second signal kills the process the default way
+	log.Info("shutting down: draining in-flight requests", "timeout", c.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("drain timed out; closing the remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	<-serveErr
+	limiterClosed = true
+	if err := limiter.Close(); err != nil {
+		log.Error("closing the limiter", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func (c *serveCmd) storeName() string {
+	if c.MySQLDSN != "" {
+		return "mysql"
+	}
+	return "sqlite"
+}
+
+func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger) (store.Store, error) {
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if c.MySQLDSN != "" {
+		log.Info("store: MySQL; the global layer (--mysql-dsn) is not wired into this build, only namespaces and overrides are stored there")
+		return mysql.Open(openCtx, mysql.Config{DSN: c.MySQLDSN})
+	}
+	log.Info("store: SQLite", "dir", c.DataDir)
+	return sqlite.Open(openCtx, sqlite.Config{Dir: c.DataDir})
+}

@@ -1,0 +1,275 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store"
+)
+
+// limitData is V2RatelimitLimitResponseData.
+type limitData struct {
+	Limit      int64  `json:"limit"`
+	Remaining  int64  `json:"remaining"`
+	Reset      int64  `json:"reset"`
+	Success    bool   `json:"success"`
+	OverrideID string `json:"overrideId,omitempty"`
+}
+
+// checkData is V2RatelimitMultiLimitCheck.
+type checkData struct {
+	Namespace  string `json:"namespace"`
+	Identifier string `json:"identifier"`
+	Limit      int64  `json:"limit"`
+	Remaining  int64  `json:"remaining"`
+	Reset      int64  `json:"reset"`
+	Passed     bool   `json:"passed"`
+	OverrideID string `json:"overrideId,omitempty"`
+}
+
+// multiData is V2RatelimitMultiLimitResponseData.
+type multiData struct {
+	Passed bool        `json:"passed"`
+	Limits []checkData `json:"limits"`
+}
+
+// overrideData is RatelimitOverride.
+type overrideData struct {
+	OverrideID string `json:"overrideId"`
+	Duration   int64  `json:"duration"`
+	Identifier string `json:"identifier"`
+	Limit      int64  `json:"limit"`
+}
+
+func toOverrideData(o store.Override) overrideData {
+	return overrideData{OverrideID: o.ID, Duration: o.Duration.Milliseconds(), Identifier: o.Identifier, Limit: o.Limit}
+}
+
+// request turns a decoded limit body into a library request: it resolves
+// the namespace (creating it on first use) and applies the most specific
+// override, whose limit and duration replace the request's. The counter is
+// keyed by the namespace's name, so addressing it by ID or by name counts
+// alike. If the store cannot be reached for a namespace not yet cached, the
+// request is decided without overrides under the name it gave, rather than
+// failing.
+func (s *Server) request(c *call, in limitInput) (sluice.Request, string, *apiError) {
+	r := sluice.Request{
+		Workspace:  c.workspace,
+		Namespace:  in.Namespace,
+		Identifier: in.Identifier,
+		Limit:      in.Limit,
+		Duration:   time.Duration(in.Duration) * time.Millisecond,
+		Cost:       in.Cost,
+	}
+	ns, err := s.cfg.Catalog.EnsureNamespace(c.ctx, c.workspace, in.Namespace)
+	switch {
+	case errors.Is(err, store.ErrClosed):
+		return r, "", newError(http.StatusServiceUnavailable, TypeUnavailable, "The server is shutting down.")
+	case err != nil:
+		s.cfg.Logger.Warn("server: namespace store unavailable; deciding without overrides", "workspace", c.workspace, "namespace", in.Namespace, "err", err)
+		return r, "", nil
+	}
+	r.Namespace = ns.Name
+	o, ok := s.cfg.Catalog.Match(ns.ID, in.Identifier)
+	if !ok {
+		return r, "", nil
+	}
+	r.Limit, r.Duration = o.Limit, o.Duration
+	return r, o.ID, nil
+}
+
+// limiterError maps a limiter error to a response.
+func limiterError(err error, loc string) *apiError {
+	switch {
+	case errors.Is(err, sluice.ErrInvalidRequest):
+		return badRequest([]FieldError{{Location: loc, Message: err.Error()}})
+	case errors.Is(err, sluice.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The limiter is not available: "+err.Error())
+	default:
+		e := unexpected()
+		e.Detail = "The limiter failed: " + err.Error()
+		return e
+	}
+}
+
+func (s *Server) limit(c *call) (any, *pagination, *apiError) {
+	in, es := decodeLimit(c.body)
+	if len(es) > 0 {
+		return nil, nil, badRequest(es)
+	}
+	req, overrideID, e := s.request(c, in)
+	if e != nil {
+		return nil, nil, e
+	}
+	res, err := s.cfg.Limiter.Ratelimit(c.ctx, req)
+	if err != nil {
+		return nil, nil, limiterError(err, "body")
+	}
+	if m := s.cfg.Metrics; m != nil {
+		m.decision(req.Namespace, res.Success)
+	}
+	return limitData{
+		Limit:      res.Limit,
+		Remaining:  res.Remaining,
+		Reset:      res.Reset.UnixMilli(),
+		Success:    res.Success,
+		OverrideID: overrideID,
+	}, nil, nil
+}
+
+func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
+	ins, es := decodeMultiLimit(c.body)
+	if len(es) > 0 {
+		return nil, nil, badRequest(es)
+	}
+	reqs := make([]sluice.Request, len(ins))
+	overrideIDs := make([]string, len(ins))
+	for i, in := range ins {
+		var e *apiError
+		reqs[i], overrideIDs[i], e = s.request(c, in)
+		if e != nil {
+			return nil, nil, e
+		}
+	}
+	res, err := s.cfg.Limiter.RatelimitMany(c.ctx, reqs)
+	if err != nil {
+		return nil, nil, limiterError(err, "body")
+	}
+	out := multiData{Passed: true, Limits: make([]checkData, len(res))}
+	for i, r := range res {
+		out.Passed = out.Passed && r.Success
+		out.Limits[i] = checkData{
+			Namespace:  ins[i].Namespace,
+			Identifier: ins[i].Identifier,
+			Limit:      r.Limit,
+			Remaining:  r.Remaining,
+			Reset:      r.Reset.UnixMilli(),
+			Passed:     r.Success,
+			OverrideID: overrideIDs[i],
+		}
+		if m := s.cfg.Metrics; m != nil {
+			m.decision(reqs[i].Namespace, r.Success)
+		}
+	}
+	return out, nil, nil
+}
+
+// storeError maps a store error: ErrNotFound becomes notFound, anything
+// else a 500 (or 503 while shutting down).
+func storeError(err error, notFound *apiError) *apiError {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound
+	case errors.Is(err, store.ErrClosed):
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The server is shutting down.")
+	default:
+		e := unexpected()
+		e.Detail = "The override store failed: " + err.Error()
+		return e
+	}
+}
+
+func namespaceNotFound(ns string) *apiError {
+	return newError(http.StatusNotFound, TypeNamespaceNotFound, "This workspace has no namespace with the id or name "+quote(ns)+".")
+}
+
+func overrideNotFound(identifier string) *apiError {
+	return newError(http.StatusNotFound, TypeOverrideNotFound, "The namespace has no override for the identifier "+quote(identifier)+".")
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return "\"" + s + "\""
+}
+
+func (s *Server) setOverride(c *call) (any, *pagination, *apiError) {
+	in, es := decodeSetOverride(c.body)
+	if len(es) > 0 {
+		return nil, nil, badRequest(es)
+	}
+	ns, err := s.cfg.Catalog.EnsureNamespace(c.ctx, c.workspace, in.Namespace)
+	if err != nil {
+		return nil, nil, storeError(err, namespaceNotFound(in.Namespace))
+	}
+	o, err := s.cfg.Catalog.SetOverride(c.ctx, store.Override{
+		Workspace:   c.workspace,
+		NamespaceID: ns.ID,
+		Identifier:  in.Identifier,
+		Limit:       in.Limit,
+		Duration:    time.Duration(in.Duration) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, nil, storeError(err, namespaceNotFound(in.Namespace))
+	}
+	return map[string]string{"overrideId": o.ID}, nil, nil
+}
+
+// namespace resolves an existing namespace of the caller's workspace.
+func (s *Server) namespace(c *call, idOrName string) (store.Namespace, *apiError) {
+	ns, err := s.cfg.Catalog.Namespace(c.ctx, c.workspace, idOrName)
+	if err != nil {
+		return ns, storeError(err, namespaceNotFound(idOrName))
+	}
+	return ns, nil
+}
+
+func (s *Server) getOverride(c *call) (any, *pagination, *apiError) {
+	in, es := decodeOverrideRef(c.body)
+	if len(es) > 0 {
+		return nil, nil, badRequest(es)
+	}
+	ns, e := s.namespace(c, in.Namespace)
+	if e != nil {
+		return nil, nil, e
+	}
+	o, err := s.cfg.Catalog.Store().Override(c.ctx, c.workspace, ns.ID, in.Identifier)
+	if err != nil {
+		return nil, nil, storeError(err, overrideNotFound(in.Identifier))
+	}
+	return toOverrideData(o), nil, nil
+}
+
+func (s *Server) listOverrides(c *call) (any, *pagination, *apiError) {
+	in, es := decodeList(c.body)
+	if len(es) > 0 {
+		return nil, nil, badRequest(es)
+	}
+	ns, e := s.namespace(c, in.Namespace)
+	if e != nil {
+		return nil, nil, e
+	}
+	os, err := s.cfg.Catalog.Store().ListOverrides(c.ctx, c.workspace, ns.ID, in.After, in.Limit+1)
+	if err != nil {
+		return nil, nil, storeError(err, namespaceNotFound(in.Namespace))
+	}
+	page := &pagination{HasMore: len(os) > in.Limit}
+	if page.HasMore {
+		os = os[:in.Limit]
+		page.Cursor = encodeCursor(os[len(os)-1].Identifier)
+	}
+	data := make([]overrideData, len(os))
+	for i, o := range os {
+		data[i] = toOverrideData(o)
+	}
+	return data, page, nil
+}
+
+func (s *Server) deleteOverride(c *call) (any, *pagination, *apiError) {
+	in, es := decodeOverrideRef(c.body)
+	if len(es) > 0 {
+		return nil, nil, badRequest(es)
+	}
+	ns, e := s.namespace(c, in.Namespace)
+	if e != nil {
+		return nil, nil, e
+	}
+	if err := s.cfg.Catalog.DeleteOverride(c.ctx, c.workspace, ns.ID, in.Identifier); err != nil {
+		return nil, nil, storeError(err, overrideNotFound(in.Identifier))
+	}
+	return struct{}{}, nil, nil
+}

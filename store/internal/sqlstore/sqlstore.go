@@ -1,0 +1,234 @@
+// Package sqlstore implements store.Store over database/sql for the SQL
+// dialects Sluice supports (SQLite and MySQL/MariaDB). The dialect packages
+// provide the schema and the few statements that differ.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// Dialect holds the statements that differ between databases. Every
+// statement may contain {p}, replaced by the table prefix.
+type Dialect struct {
+	// Name prefixes errors, e.g. "store/sqlite".
+	Name string
+	// Schema is run once by Open, statement by statement (split at ";\n").
+	Schema string
+	// InsertNamespaceIgnore inserts (id, workspace, name, created_at) unless
+	// (workspace, name) exists.
+	InsertNamespaceIgnore string
+	// UpsertOverride inserts (id, workspace, namespace_id, identifier, lim,
+	// duration_ms, created_at, updated_at) or, when (namespace_id,
+	// identifier) exists, replaces lim, duration_ms and updated_at only.
+	UpsertOverride string
+}
+
+// DB is a store.Store over one *sql.DB.
+type DB struct {
+	db        *sql.DB
+	d         Dialect
+	q         queries
+	closeOnce sync.Once
+	closeErr  error
+	now       func() time.Time
+}
+
+type queries struct {
+	insertNS, nsByID, nsByName, allNS          string
+	upsertOverride, override, list, del, allOv string
+}
+
+// Open runs the schema on db and returns a store over it. The store owns db:
+// Close closes it.
+func Open(ctx context.Context, db *sql.DB, d Dialect, prefix string) (*DB, error) {
+	r := strings.NewReplacer("{p}", prefix)
+	for _, stmt := range strings.Split(r.Replace(d.Schema), ";\n") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("%s: schema: %w", d.Name, err)
+		}
+	}
+	const ovCols = "id, workspace, namespace_id, identifier, lim, duration_ms, created_at, updated_at"
+	q := queries{
+		insertNS: r.Replace(d.InsertNamespaceIgnore),
+		nsByID:   r.Replace("SELECT id, workspace, name, created_at FROM {p}namespaces WHERE workspace = ? AND id = ?"),
+		nsByName: r.Replace("SELECT id, workspace, name, created_at FROM {p}namespaces WHERE workspace = ? AND name = ?"),
+		allNS:    r.Replace("SELECT id, workspace, name, created_at FROM {p}namespaces"),
+
+		upsertOverride: r.Replace(d.UpsertOverride),
+		override:       r.Replace("SELECT " + ovCols + " FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier = ?"),
+		list:           r.Replace("SELECT " + ovCols + " FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier > ? ORDER BY identifier LIMIT ?"),
+		del:            r.Replace("DELETE FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier = ?"),
+		allOv:          r.Replace("SELECT " + ovCols + " FROM {p}overrides"),
+	}
+	return &DB{db: db, d: d, q: q, now: time.Now}, nil
+}
+
+func (s *DB) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanNS(r scanner) (store.Namespace, error) {
+	var ns store.Namespace
+	var created int64
+	if err := r.Scan(&ns.ID, &ns.Workspace, &ns.Name, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return ns, store.ErrNotFound
+		}
+		return ns, err
+	}
+	ns.CreatedAt = time.UnixMilli(created)
+	return ns, nil
+}
+
+func scanOverride(r scanner) (store.Override, error) {
+	var o store.Override
+	var durMS, created, updated int64
+	if err := r.Scan(&o.ID, &o.Workspace, &o.NamespaceID, &o.Identifier, &o.Limit, &durMS, &created, &updated); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return o, store.ErrNotFound
+		}
+		return o, err
+	}
+	o.Duration = time.Duration(durMS) * time.Millisecond
+	o.CreatedAt = time.UnixMilli(created)
+	o.UpdatedAt = time.UnixMilli(updated)
+	return o, nil
+}
+
+// EnsureNamespace implements store.Store.
+func (s *DB) EnsureNamespace(ctx context.Context, workspace, name string) (store.Namespace, error) {
+	if _, err := s.db.ExecContext(ctx, s.q.insertNS, store.NewID(store.NamespaceIDPrefix), workspace, name, s.now().UnixMilli()); err != nil {
+		return store.Namespace{}, s.wrap("ensure namespace", err)
+	}
+	ns, err := scanNS(s.db.QueryRowContext(ctx, s.q.nsByName, workspace, name))
+	return ns, s.wrap("ensure namespace", err)
+}
+
+// Namespace implements store.Store.
+func (s *DB) Namespace(ctx context.Context, workspace, idOrName string) (store.Namespace, error) {
+	ns, err := scanNS(s.db.QueryRowContext(ctx, s.q.nsByID, workspace, idOrName))
+	if errors.Is(err, store.ErrNotFound) {
+		ns, err = scanNS(s.db.QueryRowContext(ctx, s.q.nsByName, workspace, idOrName))
+	}
+	return ns, s.wrap("namespace", err)
+}
+
+// SetOverride implements store.Store.
+func (s *DB) SetOverride(ctx context.Context, o store.Override) (store.Override, error) {
+	now := s.now().UnixMilli()
+	if _, err := s.db.ExecContext(ctx, s.q.upsertOverride, store.NewID(store.OverrideIDPrefix), o.Workspace, o.NamespaceID,
+		o.Identifier, o.Limit, o.Duration.Milliseconds(), now, now); err != nil {
+		return store.Override{}, s.wrap("set override", err)
+	}
+	got, err := s.Override(ctx, o.Workspace, o.NamespaceID, o.Identifier)
+	return got, s.wrap("set override", err)
+}
+
+// Override implements store.Store.
+func (s *DB) Override(ctx context.Context, workspace, namespaceID, identifier string) (store.Override, error) {
+	o, err := scanOverride(s.db.QueryRowContext(ctx, s.q.override, workspace, namespaceID, identifier))
+	return o, s.wrap("override", err)
+}
+
+// ListOverrides implements store.Store.
+func (s *DB) ListOverrides(ctx context.Context, workspace, namespaceID, after string, limit int) ([]store.Override, error) {
+	rows, err := s.db.QueryContext(ctx, s.q.list, workspace, namespaceID, after, limit)
+	if err != nil {
+		return nil, s.wrap("list overrides", err)
+	}
+	defer rows.Close()
+	var out []store.Override
+	for rows.Next() {
+		o, err := scanOverride(rows)
+		if err != nil {
+			return nil, s.wrap("list overrides", err)
+		}
+		out = append(out, o)
+	}
+	return out, s.wrap("list overrides", rows.Err())
+}
+
+// DeleteOverride implements store.Store.
+func (s *DB) DeleteOverride(ctx context.Context, workspace, namespaceID, identifier string) error {
+	res, err := s.db.ExecContext(ctx, s.q.del, workspace, namespaceID, identifier)
+	if err != nil {
+		return s.wrap("delete override", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return s.wrap("delete override", err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// Snapshot implements store.Store.
+func (s *DB) Snapshot(ctx context.Context) (store.Snapshot, error) {
+	var snap store.Snapshot
+	rows, err := s.db.QueryContext(ctx, s.q.allNS)
+	if err != nil {
+		return snap, s.wrap("snapshot", err)
+	}
+	for rows.Next() {
+		ns, err := scanNS(rows)
+		if err != nil {
+			rows.Close()
+			return snap, s.wrap("snapshot", err)
+		}
+		snap.Namespaces = append(snap.Namespaces, ns)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return snap, s.wrap("snapshot", err)
+	}
+	rows, err = s.db.QueryContext(ctx, s.q.allOv)
+	if err != nil {
+		return snap, s.wrap("snapshot", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		o, err := scanOverride(rows)
+		if err != nil {
+			return snap, s.wrap("snapshot", err)
+		}
+		snap.Overrides = append(snap.Overrides, o)
+	}
+	return snap, s.wrap("snapshot", rows.Err())
+}
+
+// Ping implements store.Store.
+func (s *DB) Ping(ctx context.Context) error { return s.wrap("ping", s.db.PingContext(ctx)) }
+
+// Close implements store.Store; it is idempotent.
+func (s *DB) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
+
+// Exec runs a statement with {p} replaced by prefix; tests use it to drop
+// their own tables.
+func (s *DB) Exec(ctx context.Context, stmt, prefix string) error {
+	_, err := s.db.ExecContext(ctx, strings.ReplaceAll(stmt, "{p}", prefix))
+	return err
+}
