@@ -23,8 +23,8 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		return nil, ErrClosed
 	}
 	qs := make([]resolved, len(rs))
-	for i, r := range rs {
-		q, err := resolve(r, l.cfg.Clock)
+	for i := range rs {
+		q, err := resolve(&rs[i], l.cfg.Clock)
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}

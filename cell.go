@@ -1,7 +1,6 @@
 package sluice
 
 import (
-	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -11,8 +10,9 @@ import (
 )
 
 // cell is the local state of one fixed window cell of one counter. Every field
-// is read and written with atomics; the mutex only serialises the hydration of
-// a cold cell. A cell is created once and never copied.
+// is read and written with atomics. A cell is created once and never copied.
+// It is kept small (with its key it fits the 144-byte size class): the lock
+// that serialises a cold cell's hydration lives in cellTable, striped.
 type cell struct {
 	// regional is this region's count, including speculative increments.
 	regional atomic.Int64
@@ -31,8 +31,6 @@ type cell struct {
 	syncedAt atomic.Int64
 	// flags holds flagDirty and flagRefreshing.
 	flags atomic.Uint32
-	// hydrating serialises the first origin read of a cold cell.
-	hydrating sync.Mutex
 	// next links the cell in the replay queue while it is dirty.
 	next *cell
 }
@@ -93,11 +91,24 @@ func (c *cell) raiseStrict(until int64) {
 	}
 }
 
+// hydrationStripes is the number of locks that serialise hydrations. Two cold
+// cells share a lock with probability 1/hydrationStripes.
+const hydrationStripes = 1024
+
 // cellTable is the flat concurrent map of all live cells, keyed by
 // (workspace, namespace, identifier, duration, sequence).
 type cellTable struct {
 	seed maphash.Seed
 	m    *hashtrie.Map[origin.Cell, cell]
+	// hydrating makes the first origin read of a cold cell single-flight:
+	// the cell's hash picks the lock. Only cold cells take it.
+	hydrating [hydrationStripes]sync.Mutex
+}
+
+// hydrationLock returns the lock that serialises the hydration of cell seq
+// of the identity hashed h.
+func (t *cellTable) hydrationLock(h uint64, seq int64) *sync.Mutex {
+	return &t.hydrating[cellHash(h, seq)%hydrationStripes]
 }
 
 func newCellTable() *cellTable {
@@ -108,27 +119,26 @@ func newCellTable() *cellTable {
 	return t
 }
 
-// keyHash hashes a counter identity. Fields are length-delimited so that
-// shifting bytes between them changes the hash.
+// keyHash hashes a counter identity. Each field is hashed on its own and
+// chained through a finaliser, so moving bytes from one field to another
+// changes the hash. The seed is random per table: identifiers come from
+// clients and must not be able to pick colliding hashes.
 func (t *cellTable) keyHash(k origin.Key) uint64 {
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	var buf [8]byte
-	for _, s := range [...]string{k.Workspace, k.Namespace, k.Identifier} {
-		binary.LittleEndian.PutUint64(buf[:], uint64(len(s)))
-		h.Write(buf[:])
-		h.WriteString(s)
-	}
-	binary.LittleEndian.PutUint64(buf[:], uint64(k.Duration))
-	h.Write(buf[:])
-	return h.Sum64()
+	h := mix(maphash.String(t.seed, k.Identifier))
+	h = mix(h ^ maphash.String(t.seed, k.Namespace))
+	h = mix(h ^ maphash.String(t.seed, k.Workspace))
+	return h ^ uint64(k.Duration)
 }
 
 // cellHash derives the hash of one cell from its identity's hash, so a
 // request hashes its strings once for both of the cells it reads.
 func cellHash(keyHash uint64, seq int64) uint64 {
-	// splitmix64 finaliser over the identity hash offset by the sequence.
-	x := keyHash + uint64(seq)*0x9e3779b97f4a7c15
+	return mix(keyHash + uint64(seq)*0x9e3779b97f4a7c15)
+}
+
+// mix is the splitmix64 finaliser: a bijection that spreads every input bit
+// over the whole word.
+func mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27

@@ -87,7 +87,7 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	if l.closed.Load() {
 		return Response{}, ErrClosed
 	}
-	q, err := resolve(r, l.cfg.Clock)
+	q, err := resolve(&r, l.cfg.Clock)
 	if err != nil {
 		return Response{}, err
 	}
@@ -148,8 +148,9 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 // hydrate performs the first origin read of a cold cell. Concurrent callers
 // wait for the one read in flight (single flight), bounded by HydrateTimeout.
 func (l *Limiter) hydrate(ctx context.Context, q *resolved, cur *cell) {
-	cur.hydrating.Lock()
-	defer cur.hydrating.Unlock()
+	mu := l.cells.hydrationLock(q.hash, q.pos.Seq)
+	mu.Lock()
+	defer mu.Unlock()
 	if cur.syncedAt.Load() != 0 {
 		return
 	}

@@ -70,7 +70,7 @@ type resolved struct {
 
 // resolve validates r and places it in its window; clock supplies the time
 // when r.Time is zero.
-func resolve(r Request, clock func() time.Time) (resolved, error) {
+func resolve(r *Request, clock func() time.Time) (resolved, error) {
 	var problem string
 	d := r.Duration.Milliseconds()
 	switch {

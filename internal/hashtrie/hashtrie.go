@@ -56,11 +56,12 @@ func (n *node[K, V]) indirect() *indirect[K, V] {
 	return (*indirect[K, V])(unsafe.Pointer(n))
 }
 
+// indirect is an inner node. It keeps no parent pointer (deletion records
+// the path it walked instead), which keeps it in the 144-byte size class.
 type indirect[K comparable, V any] struct {
 	node[K, V] // must be first
 	dead       atomic.Bool
 	mu         sync.Mutex // guards writes to children and dead
-	parent     *indirect[K, V]
 	children   [fanout]atomic.Pointer[node[K, V]]
 }
 
@@ -164,20 +165,20 @@ func (m *Map[K, V]) LoadOrStore(hash uint64, key K, init func(*V)) (v *V, loaded
 		slot.Store(&e.node)
 		return &e.value, false
 	}
-	slot.Store(m.expand(n.entry(), e, hash, shift, i))
+	slot.Store(m.expand(n.entry(), e, hash, shift))
 	return &e.value, false
 }
 
-// expand returns the node that replaces old in a slot at shift of parent once
-// e (whose hash is hash) joins it: a chain if both hashes are equal, otherwise
-// new indirect nodes down to the first level where the hashes differ.
-func (m *Map[K, V]) expand(old, e *entry[K, V], hash uint64, shift int, parent *indirect[K, V]) *node[K, V] {
+// expand returns the node that replaces old in a slot at shift once e (whose
+// hash is hash) joins it: a chain if both hashes are equal, otherwise new
+// indirect nodes down to the first level where the hashes differ.
+func (m *Map[K, V]) expand(old, e *entry[K, V], hash uint64, shift int) *node[K, V] {
 	oldHash := m.hash(old.key)
 	if oldHash == hash {
 		e.overflow.Store(old)
 		return &e.node
 	}
-	top := &indirect[K, V]{parent: parent}
+	top := &indirect[K, V]{}
 	for cur := top; ; {
 		if shift == 0 {
 			panic("hashtrie: ran out of hash bits")
@@ -189,7 +190,7 @@ func (m *Map[K, V]) expand(old, e *entry[K, V], hash uint64, shift int, parent *
 			cur.children[ni].Store(&e.node)
 			return &top.node
 		}
-		next := &indirect[K, V]{parent: cur}
+		next := &indirect[K, V]{}
 		cur.children[oi].Store(&next.node)
 		cur = next
 	}
@@ -198,8 +199,9 @@ func (m *Map[K, V]) expand(old, e *entry[K, V], hash uint64, shift int, parent *
 // CompareAndDelete removes key if its value is v and reports whether it did.
 // Trie nodes left empty are pruned, so the map's memory follows its size.
 func (m *Map[K, V]) CompareAndDelete(hash uint64, key K, v *V) bool {
+	var path [hashBits / fanoutLog2]*indirect[K, V] // the nodes above i
 	for {
-		i, shift := m.root, hashBits
+		i, shift, depth := m.root, hashBits, 0
 		var slot *atomic.Pointer[node[K, V]]
 		var n *node[K, V]
 		for shift > 0 {
@@ -212,6 +214,8 @@ func (m *Map[K, V]) CompareAndDelete(hash uint64, key K, v *V) bool {
 			if n.isEntry {
 				break
 			}
+			path[depth] = i
+			depth++
 			i = n.indirect()
 		}
 		if n == nil || !n.isEntry {
@@ -247,8 +251,9 @@ func (m *Map[K, V]) CompareAndDelete(hash uint64, key K, v *V) bool {
 			}
 		}
 		// Prune indirect nodes that became empty, bottom up.
-		for i.parent != nil && i.empty() {
-			parent := i.parent
+		for depth > 0 && i.empty() {
+			depth--
+			parent := path[depth]
 			parent.mu.Lock()
 			i.dead.Store(true)
 			parent.children[(hash>>(shift+fanoutLog2))&fanoutMask].Store(nil)
