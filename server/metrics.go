@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/origin/redis"
 )
 
 // MaxNamespaceLabels bounds the distinct namespace label values of
@@ -29,6 +30,8 @@ type Metrics struct {
 	backlog     prometheus.Gauge
 	cells       prometheus.Gauge
 	evicted     prometheus.Counter
+	redisCalls  *prometheus.HistogramVec
+	breaker     prometheus.Gauge
 
 	mu     sync.Mutex
 	labels map[string]bool
@@ -74,10 +77,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_cells_evicted_total", Help: "Counter cells evicted by the janitor.",
 		}),
+		redisCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_redis_call_duration_seconds", Help: "Redis origin calls by operation and outcome.",
+			Buckets: prometheus.ExponentialBuckets(.0001, 4, 8),
+		}, []string{"op", "outcome"}),
+		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_redis_breaker_state", Help: "Redis origin circuit breaker: 0 closed, 1 half-open, 2 open.",
+		}),
 		labels: make(map[string]bool),
 	}
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.decisions, m.storeUp, m.storeReload,
-		m.originReads, m.replays, m.backlog, m.cells, m.evicted)
+		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.redisCalls, m.breaker)
 	return m
 }
 
@@ -141,4 +151,23 @@ func (m *Metrics) ReplayBacklog(cells int64) { m.backlog.Set(float64(cells)) }
 func (m *Metrics) Swept(live, evicted int) {
 	m.cells.Set(float64(live))
 	m.evicted.Add(float64(evicted))
+}
+
+var _ redis.Observer = (*Metrics)(nil)
+
+// ObserveCall implements the Redis origin's [redis.Observer].
+func (m *Metrics) ObserveCall(c redis.Call) {
+	m.redisCalls.WithLabelValues(string(c.Op), string(c.Outcome)).Observe(c.Elapsed.Seconds())
+}
+
+// BreakerChanged implements the Redis origin's [redis.Observer].
+func (m *Metrics) BreakerChanged(_, to redis.BreakerState) {
+	switch to.String() {
+	case "open":
+		m.breaker.Set(2)
+	case "half-open":
+		m.breaker.Set(1)
+	default:
+		m.breaker.Set(0)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/origin/redis"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysql"
@@ -140,10 +141,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 			origin = "redis"
 		}
 	}
-	switch origin {
-	case "redis":
-		return fmt.Errorf("--origin redis (--redis-url): the Redis origin is %w (origin/redis is not wired into cmd/sluice yet)", errNotAvailable)
-	case "cluster":
+	if origin == "cluster" {
 		return fmt.Errorf("--origin cluster: the cluster origin is %w", errNotAvailable)
 	}
 
@@ -153,6 +151,21 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
+
+	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: metrics}
+	if origin == "redis" {
+		client, err := redis.NewClient(c.RedisURL)
+		if err != nil {
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+		defer client.Close()
+		o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: metrics})
+		if err != nil {
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+		defer o.Close()
+		limiterCfg.Origin = o
+	}
 
 	st, err := c.openStore(ctx, log)
 	if err != nil {
@@ -176,7 +189,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	defer catalog.Close()
 
-	limiter, err := sluice.New(sluice.Config{Region: c.Region, Logger: log, Observer: metrics})
+	limiter, err := sluice.New(limiterCfg)
 	if err != nil {
 		return err
 	}
@@ -217,7 +230,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "store", c.storeName(), "root_keys", len(keys), "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "version", version)
 
 	select {
 	case err := <-serveErr:
@@ -257,4 +270,16 @@ func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger) (store.Store
 	}
 	log.Info("store: SQLite", "dir", c.DataDir)
 	return sqlite.Open(openCtx, sqlite.Config{Dir: c.DataDir})
+}
+
+// redactURL hides the password of a URL for logs.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }
