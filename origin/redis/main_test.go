@@ -1,0 +1,133 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// TestMain fails the package if any goroutine outlives the tests: every
+// client, proxy and miniredis server a test starts is closed by the test.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newTestClient returns a client for addr, closed when t ends. Retries are
+// off so that fault tests count exactly the calls they make.
+func newTestClient(t testing.TB, addr string) *goredis.Client {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialTimeout:           time.Second,
+		PoolSize:              8,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// realRedis returns a client for the test Redis server (internal/testenv).
+func realRedis(t testing.TB) *goredis.Client {
+	t.Helper()
+	return newTestClient(t, testenv.RedisAddr(t))
+}
+
+// workspace returns a workspace name unique to this test run, so tests can
+// share the Redis server with other tests without flushing it.
+func workspace(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return strings.ReplaceAll(t.Name(), "/", "_") + "-" + hex.EncodeToString(b[:])
+}
+
+// newOrigin builds an Origin for cfg, closed when t ends.
+func newOrigin(t testing.TB, cfg Config) *Origin {
+	t.Helper()
+	o, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = o.Close() })
+	return o
+}
+
+// recorder is an Observer that keeps everything it sees.
+type recorder struct {
+	mu          sync.Mutex
+	calls       []Call
+	transitions [][2]BreakerState
+}
+
+func (r *recorder) ObserveCall(c Call) {
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+}
+
+func (r *recorder) BreakerChanged(from, to BreakerState) {
+	r.mu.Lock()
+	r.transitions = append(r.transitions, [2]BreakerState{from, to})
+	r.mu.Unlock()
+}
+
+func (r *recorder) outcomes() map[Outcome]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[Outcome]int{}
+	for _, c := range r.calls {
+		m[c.Outcome]++
+	}
+	return m
+}
+
+func (r *recorder) states() [][2]BreakerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][2]BreakerState(nil), r.transitions...)
+}
+
+// cmdCounter is a go-redis hook that counts the commands a client sends
+// (each pipelined command counts once).
+type cmdCounter struct{ n atomic.Int64 }
+
+func (h *cmdCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *cmdCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cmdCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// eventually polls cond every 20ms until it holds or timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
