@@ -131,3 +131,9 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 	}
 }
+
+// realRedisAddr returns the address of the test Redis server.
+func realRedisAddr(t testing.TB) string {
+	t.Helper()
+	return testenv.RedisAddr(t)
+}
