@@ -1,0 +1,140 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/origin"
+)
+
+// Benchmarks against the real Redis (internal/testenv). Besides time and
+// allocations they report, from the server's INFO commandstats, the Redis
+// commands executed per cell: EVALSHA itself plus the commands inside the
+// script (Redis counts both).
+//
+//	go test -run '^$' -bench . -benchtime 2s ./origin/redis/
+
+// countedCommands are the commands this package causes; other clients of the
+// shared test server use others (or, rarely, the same: run alone for exact
+// figures).
+var countedCommands = []string{"evalsha", "eval", "incrby", "pttl", "pexpire", "mget"}
+
+func commandStats(b *testing.B, c *goredis.Client) map[string]int64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats
+}
+
+func reportCommands(b *testing.B, c *goredis.Client, before map[string]int64, cells int64) {
+	after := commandStats(b, c)
+	var total int64
+	for _, name := range countedCommands {
+		d := after[name] - before[name]
+		total += d
+		if d > 0 {
+			b.ReportMetric(float64(d)/float64(cells), name+"/cell")
+		}
+	}
+	b.ReportMetric(float64(total)/float64(cells), "redis-cmds/cell")
+}
+
+func benchDeltas(ws string, n int, seq int64) []origin.Delta {
+	deltas := make([]origin.Delta, n)
+	for i := range deltas {
+		deltas[i] = origin.Delta{
+			Cell:  origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "bench", Identifier: "user-" + strconv.Itoa(i), Duration: time.Minute}, Sequence: seq},
+			Count: 3,
+		}
+	}
+	return deltas
+}
+
+// BenchmarkApply applies a pipelined batch of 256 deltas (256 distinct
+// cells) per iteration: "existing" cells already hold a count (the steady
+// state of a replay loop), "new" cells are created by the batch.
+func BenchmarkApply(b *testing.B) {
+	const batch = 256
+	for _, mode := range []string{"existing", "new"} {
+		b.Run(mode, func(b *testing.B) {
+			client := realRedis(b)
+			o := newOrigin(b, Config{Client: client, Timeout: 5 * time.Second})
+			ctx := context.Background()
+			ws := workspace(b)
+			deltas := benchDeltas(ws, batch, 0)
+			if _, err := o.Apply(ctx, deltas); err != nil { // load the script, create the cells
+				b.Fatal(err)
+			}
+			before := commandStats(b, client)
+			b.ReportAllocs()
+			b.ResetTimer()
+			seq := int64(0)
+			for b.Loop() {
+				if mode == "new" {
+					b.StopTimer()
+					seq++
+					deltas = benchDeltas(ws, batch, seq)
+					b.StartTimer()
+				}
+				if _, err := o.Apply(ctx, deltas); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportCommands(b, client, before, int64(b.N)*batch)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*batch), "ns/cell")
+		})
+	}
+}
+
+// BenchmarkLoad reads one counter's two cells (one MGET round trip) per
+// iteration, serially and from parallel goroutines.
+func BenchmarkLoad(b *testing.B) {
+	client := realRedis(b)
+	o := newOrigin(b, Config{Client: client, Timeout: 5 * time.Second})
+	ctx := context.Background()
+	deltas := benchDeltas(workspace(b), 1, 7)
+	if _, err := o.Apply(ctx, deltas); err != nil {
+		b.Fatal(err)
+	}
+	key := deltas[0].Cell.Key
+	b.Run("serial", func(b *testing.B) {
+		before := commandStats(b, client)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := o.Load(ctx, key, 7); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		reportCommands(b, client, before, int64(b.N)*2)
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := o.Load(ctx, key, 7); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
