@@ -1,0 +1,27 @@
+# Sluice's developer commands. `make test` is the one command that runs the
+# whole suite on a fresh machine: it brings up Redis and MariaDB first.
+GO      ?= go
+LINT    ?= golangci-lint
+PKGS    ?= ./...
+
+.PHONY: test services unit bench lint run
+
+test: services
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+services:
+	scripts/services.sh
+
+# unit runs the tests that need no services (fast feedback while coding).
+unit:
+	$(GO) test -race -count=1 -short . ./internal/... ./origin/memory/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+lint:
+	$(LINT) run $(PKGS)
+
+run:
+	$(GO) run ./cmd/sluice serve

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Brings up the real services Sluice's tests use: Redis on 127.0.0.1:6379 and
+# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`).
+# It reuses a running server, else starts one from the installed binaries, else
+# (as root on Debian) installs it from Debian's packages. If it cannot, it
+# stops and prints the exact command to run.
+set -euo pipefail
+
+REDIS_ADDR=${SLUICE_TEST_REDIS:-127.0.0.1:6379}
+MYSQL_ADDR=${SLUICE_TEST_MYSQL_ADDR:-127.0.0.1:3306}
+
+listening() { # host:port
+  (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null
+}
+
+wait_for() { # host:port what
+  for _ in $(seq 1 60); do
+    listening "$1" && return 0
+    sleep 0.5
+  done
+  echo "services: $2 did not start listening on $1" >&2
+  return 1
+}
+
+can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+
+apt_install() {
+  echo "services: installing $* from Debian packages" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null; }
+}
+
+redis_up() {
+  listening "$REDIS_ADDR" && return 0
+  if ! command -v redis-server >/dev/null; then
+    can_install || { echo "services: Redis is not running and not installed; run: sudo apt-get install -y redis-server" >&2; exit 1; }
+    apt_install redis-server
+  fi
+  echo "services: starting redis-server on $REDIS_ADDR" >&2
+  redis-server --daemonize yes --bind "${REDIS_ADDR%:*}" --port "${REDIS_ADDR##*:}" \
+    --save "" --appendonly no --dir /tmp --logfile /tmp/sluice-test-redis.log
+  wait_for "$REDIS_ADDR" Redis
+}
+
+mysql_up() {
+  if ! listening "$MYSQL_ADDR"; then
+    local daemon
+    daemon=$(command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd /usr/sbin/mysqld 2>/dev/null | head -1 || true)
+    if [ -z "$daemon" ]; then
+      can_install || { echo "services: MariaDB is not running and not installed; run: sudo apt-get install -y mariadb-server" >&2; exit 1; }
+      apt_install mariadb-server
+      daemon=/usr/sbin/mariadbd
+    fi
+    echo "services: starting $daemon" >&2
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+    if command -v start-stop-daemon >/dev/null; then
+      start-stop-daemon --start --oknodo --background --exec "$daemon" -- --user=mysql
+    else
+      nohup "$daemon" --user=mysql >/tmp/sluice-test-mariadb.log 2>&1 &
+    fi
+    wait_for "$MYSQL_ADDR" MariaDB
+  fi
+  # Tests connect as root with an empty password over TCP to database `test`.
+  local client
+  client=$(command -v mariadb || command -v mysql || true)
+  if [ -n "$client" ] &&
+    ! "$client" -h "${MYSQL_ADDR%:*}" -P "${MYSQL_ADDR##*:}" --protocol=TCP -uroot -e 'CREATE DATABASE IF NOT EXISTS test' 2>/dev/null; then
+    # A fresh Debian install lets root in through the socket only.
+    "$client" -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket; CREATE DATABASE IF NOT EXISTS test" ||
+      { echo "services: cannot log in to MariaDB as root; run: sudo mariadb -e \"ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket; CREATE DATABASE IF NOT EXISTS test\"" >&2; exit 1; }
+  fi
+}
+
+redis_up
+mysql_up
+echo "services: Redis at $REDIS_ADDR, MariaDB at $MYSQL_ADDR" >&2
