@@ -127,6 +127,10 @@ func TestCellKey(t *testing.T) {
 		{"nul and invalid utf-8", origin.Cell{Key: origin.Key{Workspace: "\x00", Namespace: "\xff\xfe", Identifier: "a\x00b", Duration: 2 * time.Millisecond}, Sequence: 3}, ""},
 		{"sub-millisecond duration", origin.Cell{Key: origin.Key{Namespace: "n", Identifier: "i", Duration: 1500 * time.Microsecond}}, ""},
 	}
+	// Golden value: the layout is persistent; changing it needs a new prefix.
+	if got, want := CellKey(origin.Cell{Key: k, Sequence: 29000000}), "sl1:{5a3e96f0cd3ea96b}:4:acme:3:api:5:alice:60000:29000000"; got != want {
+		t.Fatalf("CellKey = %q, want %q (the key layout changed: bump KeyPrefix)", got, want)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CellKey(tc.cell)

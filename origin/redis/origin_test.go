@@ -10,6 +10,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/sluicehq/sluice/origin"
 )
@@ -52,6 +53,27 @@ func TestConfigValidate(t *testing.T) {
 	d := Config{Client: client}.withDefaults()
 	if d.Timeout != 250*time.Millisecond || d.Breaker.ConsecutiveFailures != 5 || d.Breaker.OpenTimeout > 5*time.Second {
 		t.Fatalf("defaults = %+v", d)
+	}
+}
+
+func TestReadyToTrip(t *testing.T) {
+	trip := readyToTrip(Config{}.withDefaults().Breaker)
+	tests := []struct {
+		name string
+		c    gobreaker.Counts
+		want bool
+	}{
+		{"4 consecutive", gobreaker.Counts{TotalFailures: 4, ConsecutiveFailures: 4}, false},
+		{"5 consecutive", gobreaker.Counts{TotalFailures: 5, ConsecutiveFailures: 5}, true},
+		{"half failed, too few calls", gobreaker.Counts{TotalSuccesses: 9, TotalFailures: 9, ConsecutiveFailures: 1}, false},
+		{"half failed of 20", gobreaker.Counts{TotalSuccesses: 10, TotalFailures: 10, ConsecutiveFailures: 1}, true},
+		{"40% failed of 50", gobreaker.Counts{TotalSuccesses: 30, TotalFailures: 20, ConsecutiveFailures: 2}, false},
+		{"exclusions do not count", gobreaker.Counts{TotalSuccesses: 5, TotalFailures: 4, TotalExclusions: 30, ConsecutiveFailures: 1}, false},
+	}
+	for _, tc := range tests {
+		if got := trip(tc.c); got != tc.want {
+			t.Errorf("%s: trip(%+v) = %v, want %v", tc.name, tc.c, got, tc.want)
+		}
 	}
 }
 

@@ -83,13 +83,7 @@ func New(cfg Config) (*Origin, error) {
 		Interval:     b.Window,
 		BucketPeriod: b.Window / 10,
 		Timeout:      b.OpenTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool {
-			if c.ConsecutiveFailures >= b.ConsecutiveFailures {
-				return true
-			}
-			done := c.TotalSuccesses + c.TotalFailures
-			return done >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRatio*float64(done)
-		},
+		ReadyToTrip:  readyToTrip(b),
 		IsSuccessful: func(err error) bool {
 			out := outcomeOf(err)
 			return out == OutcomeOK || out == OutcomeError
@@ -112,6 +106,17 @@ func New(cfg Config) (*Origin, error) {
 		o.log.Warn("redis origin: the Redis client has ContextTimeoutEnabled=false, so call deadlines do not bound socket I/O; set it to true (NewClient does)")
 	}
 	return o, nil
+}
+
+// readyToTrip returns the breaker's trip rule for b (defaults applied).
+func readyToTrip(b BreakerConfig) func(gobreaker.Counts) bool {
+	return func(c gobreaker.Counts) bool {
+		if c.ConsecutiveFailures >= b.ConsecutiveFailures {
+			return true
+		}
+		done := c.TotalSuccesses + c.TotalFailures
+		return done >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRatio*float64(done)
+	}
 }
 
 // contextTimeoutEnabled reports the client's ContextTimeoutEnabled option, if
