@@ -25,7 +25,8 @@ type CacheConfig struct {
 	// so the longest a change made on another node stays invisible here.
 	// Default DefaultRefresh (2s).
 	Refresh time.Duration
-	// Logger receives refresh failures. Default: discard.
+	// Logger receives refresh failures and namespace creations. Default:
+	// discard.
 	Logger *slog.Logger
 	// OnRefresh, if set, is called after every refresh with its duration and
 	// error (nil on success); the server uses it for store-health metrics.
@@ -182,6 +183,7 @@ func (c *Cache) EnsureNamespace(ctx context.Context, workspace, idOrName string)
 	if err != nil {
 		return Namespace{}, err
 	}
+	c.cfg.Logger.Info("namespace created", "workspace", ns.Workspace, "name", ns.Name, "id", ns.ID)
 	c.remember(ns)
 	return ns, nil
 }
