@@ -1,0 +1,47 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestNodeClient runs clients/node/check.mjs, which drives the server
+// through the published @unkey/api and @unkey/ratelimit packages (versions
+// pinned in clients/node/package-lock.json): limit, cost, overrides,
+// pagination, multiLimit, and the SDK's parsing of 400/401/404 bodies.
+func TestNodeClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed; the Unkey SDK compatibility check needs Node.js 18+ and npm")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed; the Unkey SDK compatibility check needs Node.js 18+ and npm")
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "clients", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@unkey", "api")); err != nil {
+		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		install.Dir = dir
+		if out, err := install.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	n := start(t, nil, "--root-key", "node-sdk-key:acme")
+	script := exec.CommandContext(ctx, node, "check.mjs")
+	script.Dir = dir
+	script.Env = append(cleanEnv(), "SLUICE_URL="+n.URL, "SLUICE_KEY=node-sdk-key")
+	out, err := script.CombinedOutput()
+	t.Logf("check.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Unkey SDKs failed against sluice: %v\nserver log:\n%s", err, n.logs())
+	}
+}
