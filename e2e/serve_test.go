@@ -163,6 +163,13 @@ func TestConfigurationSources(t *testing.T) {
 			t.Fatalf("region from file ignored:\n%s", n.logs())
 		}
 	})
+	t.Run("env beats file", func(t *testing.T) {
+		cfg := writeFile(t, "sluice.yaml", "region: file-region\n")
+		n := start(t, []string{"SLUICE_REGION=env-region"}, "--config", cfg)
+		if !strings.Contains(n.logs(), `"region":"env-region"`) {
+			t.Fatalf("env did not win over the file:\n%s", n.logs())
+		}
+	})
 	t.Run("flag beats env", func(t *testing.T) {
 		n := start(t, []string{"SLUICE_REGION=env-region"}, "--region", "flag-region")
 		if !strings.Contains(n.logs(), `"region":"flag-region"`) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -56,10 +57,17 @@ func (y *yamlResolver) Validate(app *kong.Application) error {
 	return nil
 }
 
+// Resolve returns the file's value for flag, unless the flag's environment
+// variable is set: the environment beats the file.
 func (y *yamlResolver) Resolve(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
 	v, ok := y.values[flag.Name]
 	if !ok {
 		return nil, nil
+	}
+	for _, env := range flag.Envs {
+		if _, set := os.LookupEnv(env); set {
+			return nil, nil
+		}
 	}
 	if list, ok := v.([]any); ok {
 		parts := make([]string, len(list))

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestIsLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr string
+		want       bool
+	}{
+		{"ipv4 loopback", "127.0.0.1:7070", true},
+		{"other 127/8", "127.1.2.3:0", true},
+		{"ipv6 loopback", "[::1]:7070", true},
+		{"localhost", "localhost:7070", true},
+		{"all interfaces", ":7070", false},
+		{"unspecified", "0.0.0.0:7070", false},
+		{"public", "10.0.0.1:7070", false},
+		{"hostname", "example.com:7070", false},
+		{"no port", "127.0.0.1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isLoopback(tc.addr); got != tc.want {
+				t.Fatalf("isLoopback(%q) = %v", tc.addr, got)
+			}
+		})
+	}
+}
+
+func TestServeValidate(t *testing.T) {
+	base := func() serveCmd {
+		return serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*serveCmd)
+		want   string // "" = valid
+	}{
+		{"defaults", func(*serveCmd) {}, ""},
+		{"bad addr", func(c *serveCmd) { c.HTTPAddr = "nope" }, "--http-addr"},
+		{"empty region", func(c *serveCmd) { c.Region = "" }, "--region"},
+		{"redis url ok", func(c *serveCmd) { c.RedisURL = "redis://127.0.0.1:6379/0" }, ""},
+		{"redis url wrong scheme", func(c *serveCmd) { c.RedisURL = "http://x" }, "--redis-url"},
+		{"origin redis without url", func(c *serveCmd) { c.Origin = "redis" }, "needs --redis-url"},
+		{"root key ok", func(c *serveCmd) { c.RootKey = []string{"a:b:ws"} }, ""},
+		{"root key bad", func(c *serveCmd) { c.RootKey = []string{"nocolon"} }, "--root-key"},
+		{"zero shutdown", func(c *serveCmd) { c.ShutdownTimeout = 0 }, "--shutdown-timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunVersionAndUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"version", []string{"version"}, 0, "sluice dev"},
+		{"help", []string{"--help"}, 0, "serve"},
+		{"unknown command", []string{"frobnicate"}, 2, "unexpected argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errOut)
+			if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.out) {
+				t.Fatalf("code %d, output %q %q", code, out.String(), errOut.String())
+			}
+		})
+	}
+}
