@@ -169,20 +169,6 @@ func TestApplySetsTTL(t *testing.T) {
 			}
 		})
 	}
-
-	t.Run("a key without expiry gets one", func(t *testing.T) {
-		c := origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "ttl", Identifier: "persisted", Duration: time.Minute}, Sequence: 1}
-		if err := client.Set(ctx, CellKey(c), 40, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		got, err := o.Apply(ctx, []origin.Delta{{Cell: c, Count: 2}})
-		if err != nil || got[0] != 42 {
-			t.Fatalf("Apply = %v, %v; want [42]", got, err)
-		}
-		if ttl := client.PTTL(ctx, CellKey(c)).Val(); ttl <= 2*time.Minute {
-			t.Fatalf("PTTL = %v, want about 3m", ttl)
-		}
-	})
 }
 
 // TestApplyExpiryIsAtomic checks, from Redis' own records, that no cell key

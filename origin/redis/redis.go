@@ -34,13 +34,14 @@ var (
 )
 
 // incrScript adds ARGV[1] to the counter KEYS[1] and returns the total. When
-// the key is new (the total equals the increment) or has no expiry, it sets
-// the expiry to ARGV[2] milliseconds. A script runs atomically, so no cell
+// the key is new (the total equals the increment) it sets the expiry to
+// ARGV[2] milliseconds. A script runs atomically, so no cell Sluice creates
 // ever exists without an expiry, even when the client dies between the two
-// steps. Redis converts the reply to a Lua number (a double): totals are
+// steps. An existing key is not checked for an expiry: that would cost a
+// third command per cell write, only to repair keys written by someone else. Redis converts the reply to a Lua number (a double): totals are
 // exact up to 2^53.
 var incrScript = goredis.NewScript(`local n = redis.call('INCRBY', KEYS[1], ARGV[1])
-if n == tonumber(ARGV[1]) or redis.call('PTTL', KEYS[1]) == -1 then
+if n == tonumber(ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return n
