@@ -151,7 +151,7 @@ func (o *Origin) BreakerState() BreakerState {
 // keys share a cluster slot). A missing key counts as zero.
 func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Counts, error) {
 	if err := checkKey(key); err != nil {
-		return origin.Counts{}, fmt.Errorf("%w (load): %s", ErrInvalidCell, err)
+		return origin.Counts{}, fmt.Errorf("%w (load): %w", ErrInvalidCell, err)
 	}
 	if seq == math.MinInt64 {
 		return origin.Counts{}, fmt.Errorf("%w (load): sequence %d has no previous cell", ErrInvalidCell, seq)
@@ -197,7 +197,7 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	keys := make([]string, len(deltas))
 	for i := range deltas {
 		if err := checkKey(deltas[i].Cell.Key); err != nil {
-			return nil, fmt.Errorf("%w (apply, delta %d): %s", ErrInvalidCell, i, err)
+			return nil, fmt.Errorf("%w (apply, delta %d): %w", ErrInvalidCell, i, err)
 		}
 		keys[i] = CellKey(deltas[i].Cell)
 	}

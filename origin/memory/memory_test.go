@@ -1,0 +1,57 @@
+package memory
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/origin"
+)
+
+func TestStore(t *testing.T) {
+	now := time.UnixMilli(10_000)
+	s := New(func() time.Time { return now })
+	ctx := context.Background()
+	key := origin.Key{Namespace: "ns", Identifier: "u", Duration: time.Second}
+	cell := func(seq int64) origin.Cell { return origin.Cell{Key: key, Sequence: seq} }
+
+	steps := []struct {
+		name   string
+		deltas []origin.Delta
+		want   []int64
+		at     int64 // load cells at and before this sequence
+		counts origin.Counts
+	}{
+		{"unknown cells count zero", nil, nil, 10, origin.Counts{}},
+		{"totals accumulate in order", []origin.Delta{{Cell: cell(10), Count: 2}, {Cell: cell(10), Count: 3}, {Cell: cell(9), Count: 7}}, []int64{2, 5, 7}, 10, origin.Counts{Current: 5, Previous: 7}},
+		{"other identities are apart", []origin.Delta{{Cell: origin.Cell{Key: origin.Key{Namespace: "ns", Identifier: "v", Duration: time.Second}, Sequence: 10}, Count: 1}}, []int64{1}, 10, origin.Counts{Current: 5, Previous: 7}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			got, err := s.Apply(ctx, st.deltas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range st.want {
+				if got[i] != st.want[i] {
+					t.Fatalf("Apply totals = %v, want %v", got, st.want)
+				}
+			}
+			counts, err := s.Load(ctx, key, st.at)
+			if err != nil || counts != st.counts {
+				t.Fatalf("Load = %+v, %v; want %+v", counts, err, st.counts)
+			}
+		})
+	}
+
+	// Cells expire three windows after their last increment.
+	now = now.Add(3 * time.Second)
+	if counts, _ := s.Load(ctx, key, 10); counts != (origin.Counts{}) {
+		t.Fatalf("after three windows: %+v, want expired cells", counts)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Apply(canceled, []origin.Delta{{Cell: cell(11), Count: 1}}); err == nil {
+		t.Fatal("Apply with a canceled context succeeded")
+	}
+}
