@@ -8,33 +8,35 @@ import (
 	"time"
 )
 
-const minute = int64(60_000)
+// window is the default test window: one day, so that no test crosses a cell
+// boundary between requests whose exact counts it checks.
+const window = int64(86_400_000)
 
 func TestLimit(t *testing.T) {
 	n := start(t, nil)
 	for i := range 3 {
-		d := n.limit("k", "api", "user-1", 3, minute, 1)
+		d := n.limit("k", "api", "user-1", 3, window, 1)
 		if !d.Success || d.Remaining != int64(2-i) || d.Limit != 3 {
 			t.Fatalf("request %d: %+v", i, d)
 		}
 	}
 	before := time.Now().UnixMilli()
-	d := n.limit("k", "api", "user-1", 3, minute, 1)
+	d := n.limit("k", "api", "user-1", 3, window, 1)
 	if d.Success || d.Remaining != 0 {
 		t.Fatalf("4th request should be denied with 200: %+v", d)
 	}
 	// reset is the end of the current fixed cell: (floor(t/d)+1)*d.
-	if d.Reset%minute != 0 || d.Reset <= before || d.Reset > before+minute+1000 {
-		t.Fatalf("reset %d is not the end of the current minute cell (now %d)", d.Reset, before)
+	if d.Reset%window != 0 || d.Reset <= before || d.Reset > before+window+1000 {
+		t.Fatalf("reset %d is not the end of the current window cell (now %d)", d.Reset, before)
 	}
 	t.Run("cost", func(t *testing.T) {
-		if d := n.limit("k", "api", "user-2", 10, minute, 7); !d.Success || d.Remaining != 3 {
+		if d := n.limit("k", "api", "user-2", 10, window, 7); !d.Success || d.Remaining != 3 {
 			t.Fatalf("%+v", d)
 		}
-		if d := n.limit("k", "api", "user-2", 10, minute, 4); d.Success || d.Remaining != 3 {
+		if d := n.limit("k", "api", "user-2", 10, window, 4); d.Success || d.Remaining != 3 {
 			t.Fatalf("cost above remaining must be denied without counting: %+v", d)
 		}
-		if d := n.limit("k", "api", "user-2", 10, minute, 0); !d.Success || d.Remaining != 3 {
+		if d := n.limit("k", "api", "user-2", 10, window, 0); !d.Success || d.Remaining != 3 {
 			t.Fatalf("peek: %+v", d)
 		}
 	})
@@ -46,7 +48,7 @@ func TestLimit(t *testing.T) {
 		}
 	})
 	t.Run("limit 0 denies", func(t *testing.T) {
-		if d := n.limit("k", "api", "user-4", 0, minute, 1); d.Success {
+		if d := n.limit("k", "api", "user-4", 0, window, 1); d.Success {
 			t.Fatalf("%+v", d)
 		}
 	})
@@ -68,7 +70,7 @@ type multiData struct {
 func TestMultiLimitAllOrNothing(t *testing.T) {
 	n := start(t, nil)
 	check := func(id string, limit int64) map[string]any {
-		return map[string]any{"namespace": "multi", "identifier": id, "limit": limit, "duration": minute}
+		return map[string]any{"namespace": "multi", "identifier": id, "limit": limit, "duration": window}
 	}
 	var d multiData
 	n.call("k", "multiLimit", []any{check("a", 5), check("b", 1)}).data(t, &d)
@@ -80,7 +82,7 @@ func TestMultiLimitAllOrNothing(t *testing.T) {
 	if d.Passed || !d.Limits[0].Passed || d.Limits[1].Passed {
 		t.Fatalf("second batch: %+v", d)
 	}
-	if got := n.limit("k", "multi", "a", 5, minute, 0); got.Remaining != 4 {
+	if got := n.limit("k", "multi", "a", 5, window, 0); got.Remaining != 4 {
 		t.Fatalf("a was counted by a failed batch: remaining %d, want 4", got.Remaining)
 	}
 	// Two checks on one counter see each other's speculative cost.
@@ -111,10 +113,10 @@ func (n *node) setOverride(key, ns, id string, limit, duration int64) string {
 
 func TestOverrides(t *testing.T) {
 	n := start(t, nil)
-	exact := n.setOverride("k", "ov", "vip", 100, 2*minute)
-	prefix := n.setOverride("k", "ov", "user_*", 2, 10_000)
-	suffix := n.setOverride("k", "ov", "*_bot", 1, minute)
-	longer := n.setOverride("k", "ov", "user_1*", 4, minute)
+	exact := n.setOverride("k", "ov", "vip", 100, 2*window)
+	prefix := n.setOverride("k", "ov", "user_*", 2, 3_600_000)
+	suffix := n.setOverride("k", "ov", "*_bot", 1, window)
+	longer := n.setOverride("k", "ov", "user_1*", 4, window)
 
 	t.Run("precedence", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -130,7 +132,7 @@ func TestOverrides(t *testing.T) {
 			{"no override", "nobody", "", 9},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				d := n.limit("k", "ov", tc.id, 9, minute, 0)
+				d := n.limit("k", "ov", tc.id, 9, window, 0)
 				if d.OverrideID != tc.want || d.Limit != tc.limit {
 					t.Fatalf("got override %q limit %d, want %q limit %d", d.OverrideID, d.Limit, tc.want, tc.limit)
 				}
@@ -138,24 +140,24 @@ func TestOverrides(t *testing.T) {
 		}
 	})
 	t.Run("override replaces the duration", func(t *testing.T) {
-		d := n.limit("k", "ov", "user_7", 9, minute, 1)
-		if d.Reset%10_000 != 0 || d.Reset-time.Now().UnixMilli() > 10_000 {
-			t.Fatalf("reset %d is not the end of a 10s cell", d.Reset)
+		d := n.limit("k", "ov", "user_7", 9, window, 1)
+		if d.Reset%3_600_000 != 0 || d.Reset-time.Now().UnixMilli() > 3_600_000 {
+			t.Fatalf("reset %d is not the end of a one-hour cell", d.Reset)
 		}
-		n.limit("k", "ov", "user_7", 9, minute, 1)
-		if d := n.limit("k", "ov", "user_7", 9, minute, 1); d.Success {
+		n.limit("k", "ov", "user_7", 9, window, 1)
+		if d := n.limit("k", "ov", "user_7", 9, window, 1); d.Success {
 			t.Fatalf("third request over the override's limit 2 passed: %+v", d)
 		}
 	})
 	t.Run("set again keeps the id", func(t *testing.T) {
-		if id := n.setOverride("k", "ov", "vip", 50, minute); id != exact {
+		if id := n.setOverride("k", "ov", "vip", 50, window); id != exact {
 			t.Fatalf("id changed: %s -> %s", exact, id)
 		}
 	})
 	t.Run("get", func(t *testing.T) {
 		var o overrideData
 		n.call("k", "getOverride", map[string]any{"namespace": "ov", "identifier": "vip"}).data(t, &o)
-		if o != (overrideData{exact, minute, "vip", 50}) {
+		if o != (overrideData{exact, window, "vip", 50}) {
 			t.Fatalf("%+v", o)
 		}
 	})
@@ -201,7 +203,7 @@ func TestOverrides(t *testing.T) {
 		if r := n.call("k", "deleteOverride", map[string]any{"namespace": "ov", "identifier": "vip"}); r.Code != 404 {
 			t.Fatalf("second delete: %d %s", r.Code, r.Raw)
 		}
-		if d := n.limit("k", "ov", "vip", 9, minute, 0); d.OverrideID != "" || d.Limit != 9 {
+		if d := n.limit("k", "ov", "vip", 9, window, 0); d.OverrideID != "" || d.Limit != 9 {
 			t.Fatalf("deleted override still applies: %+v", d)
 		}
 	})
@@ -241,14 +243,14 @@ func namespaceID(t *testing.T, n *node, key, ns string) string {
 func TestWorkspaceIsolation(t *testing.T) {
 	n := start(t, nil, "--root-key", "key-a:acme", "--root-key", "key:b:globex")
 	// key-a exhausts its counter; globex's identical counter is untouched.
-	n.limit("key-a", "shared", "u", 1, minute, 1)
-	if d := n.limit("key-a", "shared", "u", 1, minute, 1); d.Success {
+	n.limit("key-a", "shared", "u", 1, window, 1)
+	if d := n.limit("key-a", "shared", "u", 1, window, 1); d.Success {
 		t.Fatal("acme's second request passed")
 	}
-	if d := n.limit("key:b", "shared", "u", 1, minute, 1); !d.Success {
+	if d := n.limit("key:b", "shared", "u", 1, window, 1); !d.Success {
 		t.Fatal("globex was limited by acme's counter")
 	}
-	id := n.setOverride("key-a", "shared", "vip", 1000, minute)
+	id := n.setOverride("key-a", "shared", "vip", 1000, window)
 	nsID := namespaceID(t, n, "key-a", "shared")
 	for _, tc := range []struct {
 		name, endpoint, namespace string
@@ -264,10 +266,10 @@ func TestWorkspaceIsolation(t *testing.T) {
 			}
 		})
 	}
-	if d := n.limit("key:b", "shared", "vip", 1, minute, 0); d.OverrideID != "" || d.Limit != 1 {
+	if d := n.limit("key:b", "shared", "vip", 1, window, 0); d.OverrideID != "" || d.Limit != 1 {
 		t.Fatalf("acme's override applied to globex: %+v", d)
 	}
-	if d := n.limit("key-a", "shared", "vip", 1, minute, 0); d.OverrideID != id {
+	if d := n.limit("key-a", "shared", "vip", 1, window, 0); d.OverrideID != id {
 		t.Fatalf("acme's own override missing: %+v", d)
 	}
 	var os []overrideData
@@ -300,7 +302,7 @@ func TestErrorStatuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if strings.HasPrefix(tc.name, "404 override") {
-				n.limit("good", "n", "i", 1, minute, 0) // create the namespace
+				n.limit("good", "n", "i", 1, window, 0) // create the namespace
 			}
 			r := n.do(tc.method, tc.path, tc.key, tc.ct, strings.NewReader(tc.body))
 			if r.Code != tc.code {
@@ -323,8 +325,8 @@ func TestLivenessAndMetrics(t *testing.T) {
 	if r.Code != 200 || !strings.Contains(string(r.Body.Data), `"OK"`) {
 		t.Fatalf("liveness: %d %s", r.Code, r.Raw)
 	}
-	n.limit("k", "metered", "u", 1, minute, 1)
-	n.limit("k", "metered", "u", 1, minute, 1)
+	n.limit("k", "metered", "u", 1, window, 1)
+	n.limit("k", "metered", "u", 1, window, 1)
 	m := n.do("GET", "/metrics", "", "", nil)
 	for _, want := range []string{
 		`sluice_ratelimit_decisions_total{namespace="metered",outcome="passed"} 1`,

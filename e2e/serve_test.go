@@ -146,7 +146,7 @@ func TestConfigurationSources(t *testing.T) {
 	t.Run("env", func(t *testing.T) {
 		n := start(t, []string{"SLUICE_ROOT_KEYS=k1:acme,k2:globex", "SLUICE_REGION=eu"})
 		for _, k := range []string{"k1", "k2"} {
-			n.limit(k, "ns", "u", 1, minute, 1)
+			n.limit(k, "ns", "u", 1, window, 1)
 		}
 		if r := n.call("k3", "limit", `{"namespace":"ns","identifier":"u","limit":1,"duration":60000}`); r.Code != 401 {
 			t.Fatalf("unknown key: %d", r.Code)
@@ -158,7 +158,7 @@ func TestConfigurationSources(t *testing.T) {
 	t.Run("yaml file", func(t *testing.T) {
 		cfg := writeFile(t, "sluice.yaml", "root-key:\n  - \"file-key:acme\"\nregion: ap\noverride_refresh: 500ms\n")
 		n := start(t, nil, "--config", cfg)
-		n.limit("file-key", "ns", "u", 1, minute, 1)
+		n.limit("file-key", "ns", "u", 1, window, 1)
 		if !strings.Contains(n.logs(), `"region":"ap"`) {
 			t.Fatalf("region from file ignored:\n%s", n.logs())
 		}
@@ -182,12 +182,12 @@ func TestConfigurationSources(t *testing.T) {
 func TestOverridesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	a := start(t, nil, "--data-dir", dir)
-	id := a.setOverride("k", "persist", "vip", 42, minute)
+	id := a.setOverride("k", "persist", "vip", 42, window)
 	if err := a.stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	b := start(t, nil, "--data-dir", dir)
-	if d := b.limit("k", "persist", "vip", 1, minute, 0); d.OverrideID != id || d.Limit != 42 {
+	if d := b.limit("k", "persist", "vip", 1, window, 0); d.OverrideID != id || d.Limit != 42 {
 		t.Fatalf("after restart: %+v", d)
 	}
 }
@@ -202,10 +202,10 @@ func TestTwoNodesShareMySQL(t *testing.T) {
 	t.Cleanup(func() { deleteWorkspace(t, dsn, ws) })
 	a := start(t, nil, args...)
 	b := start(t, nil, args...)
-	id := a.setOverride("node-key", "shared", "user_*", 77, minute)
+	id := a.setOverride("node-key", "shared", "user_*", 77, window)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		d := b.limit("node-key", "shared", "user_1", 1, minute, 0)
+		d := b.limit("node-key", "shared", "user_1", 1, window, 0)
 		if d.OverrideID == id && d.Limit == 77 {
 			break
 		}
