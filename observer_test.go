@@ -1,0 +1,74 @@
+package sluice_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/origin/memory"
+)
+
+// recorder counts what the limiter reports to its Observer.
+type recorder struct {
+	mu       sync.Mutex
+	reads    map[sluice.ReadReason]int
+	replayed int
+	swept    int
+}
+
+func (r *recorder) OriginRead(reason sluice.ReadReason, _ time.Duration, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads[reason]++
+}
+
+func (r *recorder) Replayed(cells int, _ time.Duration, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replayed += cells
+}
+
+func (r *recorder) ReplayBacklog(int64) {}
+
+func (r *recorder) Swept(_, evicted int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.swept += evicted
+}
+
+func TestObserverSeesOriginTraffic(t *testing.T) {
+	rec := &recorder{reads: map[sluice.ReadReason]int{}}
+	l := newLimiter(t, sluice.Config{Origin: memory.New(nil), Observer: rec, RefreshAfter: time.Second})
+	ctx := context.Background()
+	for _, step := range []struct {
+		id       string
+		cost, ms int64
+	}{
+		{"u", 1, 1_000}, // cold: hydrate
+		{"u", 1, 1_100}, // warm: no read
+		{"u", 1, 1_200}, // denied at limit 2: strict from now on
+		{"u", 0, 1_300}, // strict read
+		{"v", 0, 1_000}, // cold: hydrate
+		{"v", 0, 2_500}, // warm but older than RefreshAfter: refresh
+	} {
+		if _, err := l.Ratelimit(ctx, req(step.id, 2, step.cost, 10*time.Second, at(step.ms))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	want := map[sluice.ReadReason]int{sluice.ReadHydrate: 2, sluice.ReadStrict: 1, sluice.ReadRefresh: 1}
+	for reason, n := range want {
+		if rec.reads[reason] != n {
+			t.Errorf("%s reads = %d, want %d (all: %v)", reason, rec.reads[reason], n, rec.reads)
+		}
+	}
+	if rec.replayed < 1 {
+		t.Errorf("replayed %d cells, want at least 1", rec.replayed)
+	}
+}
