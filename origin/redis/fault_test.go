@@ -3,54 +3,22 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
-
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin"
 )
 
 // Fault injection: an in-process toxiproxy between the client and the real
 // Redis. Every wait is a poll with a deadline; no test asserts a speed.
 
-// startProxy starts a toxiproxy proxy on 127.0.0.1:0 in front of the test
-// Redis and returns it; it is stopped when t ends.
-func startProxy(t *testing.T) *toxiproxy.Proxy {
-	t.Helper()
-	upstream := realRedisAddr(t)
-	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(server, "redis", "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatalf("toxiproxy: %v", err)
-	}
-	t.Cleanup(p.Stop)
-	return p
-}
-
-func addToxic(t *testing.T, p *toxiproxy.Proxy, name, typ, attrs string) {
-	t.Helper()
-	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":"downstream","attributes":%s}`, name, typ, attrs)
-	if _, err := p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
-		t.Fatalf("add toxic %s: %v", name, err)
-	}
-}
-
-func removeToxic(t *testing.T, p *toxiproxy.Proxy, name string) {
-	t.Helper()
-	if err := p.Toxics.RemoveToxic(context.Background(), name); err != nil {
-		t.Fatalf("remove toxic %s: %v", name, err)
-	}
-}
-
 // faultOrigin builds an Origin whose client goes through p and counts the
 // commands it sends.
-func faultOrigin(t *testing.T, p *toxiproxy.Proxy, cfg Config) (*Origin, *recorder, *cmdCounter) {
+func faultOrigin(t *testing.T, p *testenv.Proxy, cfg Config) (*Origin, *recorder, *cmdCounter) {
 	t.Helper()
-	client := newTestClient(t, p.Listen)
+	client := newTestClient(t, p.Addr())
 	cmds := &cmdCounter{}
 	client.AddHook(cmds)
 	rec := &recorder{}
@@ -77,7 +45,7 @@ func waitRecovered(t *testing.T, o *Origin, deltas []origin.Delta, within time.D
 
 func TestFaultLatencyTimesOutAndOpensBreaker(t *testing.T) {
 	t.Parallel()
-	p := startProxy(t)
+	p := testenv.NewProxy(t, realRedisAddr(t))
 	o, rec, cmds := faultOrigin(t, p, Config{
 		Timeout: 100 * time.Millisecond,
 		Breaker: BreakerConfig{ConsecutiveFailures: 5, OpenTimeout: 300 * time.Millisecond},
@@ -88,7 +56,7 @@ func TestFaultLatencyTimesOutAndOpensBreaker(t *testing.T) {
 		t.Fatalf("Apply before the fault: %v", err)
 	}
 
-	addToxic(t, p, "slow", "latency", `{"latency":500}`)
+	endSlow := p.Latency(500 * time.Millisecond)
 	for i := range 5 {
 		_, err := o.Apply(context.Background(), deltas)
 		if !errors.Is(err, origin.ErrUnavailable) || !strings.HasPrefix(err.Error(), "redis: apply: ") {
@@ -119,7 +87,7 @@ func TestFaultLatencyTimesOutAndOpensBreaker(t *testing.T) {
 		t.Fatalf("no rejected calls observed: %v", rec.outcomes())
 	}
 
-	removeToxic(t, p, "slow")
+	endSlow()
 	waitRecovered(t, o, deltas, 10*time.Second)
 	st := rec.states()
 	if len(st) < 3 || st[0] != [2]BreakerState{BreakerClosed, BreakerOpen} || st[len(st)-1] != [2]BreakerState{BreakerHalfOpen, BreakerClosed} {
@@ -129,7 +97,7 @@ func TestFaultLatencyTimesOutAndOpensBreaker(t *testing.T) {
 
 func TestFaultRedisDownAndBack(t *testing.T) {
 	t.Parallel()
-	p := startProxy(t)
+	p := testenv.NewProxy(t, realRedisAddr(t))
 	// Default breaker settings: the probe comes within DefaultOpenTimeout.
 	o, rec, _ := faultOrigin(t, p, Config{})
 	ws := workspace(t)
@@ -138,7 +106,7 @@ func TestFaultRedisDownAndBack(t *testing.T) {
 		t.Fatalf("Apply before the fault: %v", err)
 	}
 
-	p.Stop() // Redis "down": connections closed, new ones refused
+	p.Down() // Redis "down": connections closed, new ones refused
 	failures := 0
 	for o.BreakerState() == BreakerClosed {
 		if _, err := o.Load(context.Background(), deltas[0].Cell.Key, 1); !errors.Is(err, origin.ErrUnavailable) {
@@ -160,9 +128,7 @@ func TestFaultRedisDownAndBack(t *testing.T) {
 		t.Fatalf("Apply with open breaker: %v", err)
 	}
 
-	if err := p.Start(); err != nil { // same address
-		t.Fatalf("restart proxy: %v", err)
-	}
+	p.Up() // same address
 	waitRecovered(t, o, deltas, 10*time.Second)
 	c, err := o.Load(context.Background(), deltas[0].Cell.Key, 1)
 	if err != nil || c.Current < 2 {
@@ -172,14 +138,14 @@ func TestFaultRedisDownAndBack(t *testing.T) {
 
 func TestFaultConnectionReset(t *testing.T) {
 	t.Parallel()
-	p := startProxy(t)
+	p := testenv.NewProxy(t, realRedisAddr(t))
 	o, rec, _ := faultOrigin(t, p, Config{Breaker: BreakerConfig{ConsecutiveFailures: 3, OpenTimeout: 200 * time.Millisecond}})
 	ws := workspace(t)
 	deltas := testDelta(t, ws)
 	if _, err := o.Apply(context.Background(), deltas); err != nil {
 		t.Fatalf("Apply before the fault: %v", err)
 	}
-	addToxic(t, p, "reset", "reset_peer", `{"timeout":0}`)
+	endReset := p.ResetPeer()
 	for i := range 3 {
 		_, err := o.Apply(context.Background(), deltas)
 		if !errors.Is(err, origin.ErrUnavailable) {
@@ -193,7 +159,7 @@ func TestFaultConnectionReset(t *testing.T) {
 	if s := o.BreakerState(); s != BreakerOpen {
 		t.Fatalf("breaker %v, want open", s)
 	}
-	removeToxic(t, p, "reset")
+	endReset()
 	waitRecovered(t, o, deltas, 10*time.Second)
 }
 
@@ -201,10 +167,10 @@ func TestFaultConnectionReset(t *testing.T) {
 // breaker must not count them.
 func TestFaultCallerCancelIsNotAFailure(t *testing.T) {
 	t.Parallel()
-	p := startProxy(t)
+	p := testenv.NewProxy(t, realRedisAddr(t))
 	o, rec, _ := faultOrigin(t, p, Config{Breaker: BreakerConfig{ConsecutiveFailures: 2}})
 	deltas := testDelta(t, workspace(t))
-	addToxic(t, p, "slow", "latency", `{"latency":300}`)
+	defer p.Latency(300 * time.Millisecond)()
 	for i := range 6 {
 		parent, cancel := context.WithCancel(context.Background())
 		ctx, cancelTimeout := context.WithTimeout(parent, 150*time.Millisecond)
