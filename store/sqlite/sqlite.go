@@ -76,7 +76,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store/sqlite: data dir: %w", err)
 	}
-	path := filepath.Join(cfg.Dir, FileName)
+	// A file: URI needs an absolute path: a relative one would be read as
+	// the URI's authority ("file://sluice-data/...").
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("store/sqlite: data dir: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
 	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"}).String()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

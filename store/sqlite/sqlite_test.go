@@ -68,3 +68,17 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestRelativeDir opens the store in a relative folder, as the default
+// --data-dir (./sluice-data) does.
+func TestRelativeDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Dir: "sluice-data"})
+	if err != nil {
+		t.Fatalf("Open with a relative dir: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.EnsureNamespace(context.Background(), "ws", "api"); err != nil {
+		t.Fatal(err)
+	}
+}
