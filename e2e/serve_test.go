@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,7 +27,7 @@ func TestGracefulShutdown(t *testing.T) {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", n.URL+"/v2/ratelimit.limit", pr)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.URL+"/v2/ratelimit.limit", pr)
 	req.Header.Set("Authorization", "Bearer k")
 	req.Header.Set("Content-Type", "application/json")
 	type result struct {
@@ -90,7 +91,7 @@ func run(t *testing.T, env []string, args ...string) (int, string) {
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		return ee.ExitCode(), string(out)
 	}
 	if err != nil {

@@ -227,7 +227,7 @@ func checkName(s, loc string) *FieldError {
 func integer(dst *int64, lo, hi int64) func(json.RawMessage, string) *FieldError {
 	return func(raw json.RawMessage, loc string) *FieldError {
 		s := string(raw)
-		if len(s) == 0 || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
+		if len(s) == 0 || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
 			return &FieldError{Location: loc, Message: "must be an integer"}
 		}
 		if strings.ContainsAny(s, ".eE") {

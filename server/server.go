@@ -204,7 +204,7 @@ func (s *Server) wrap(endpoint, method string, h func(http.ResponseWriter, *http
 		}
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				s.cfg.Logger.Error("server: panic while handling a request", "requestId", id, "endpoint", endpoint, "panic", fmt.Sprint(v))
@@ -213,7 +213,7 @@ func (s *Server) wrap(endpoint, method string, h func(http.ResponseWriter, *http
 				}
 			}
 		}()
-		if method != "" && r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+		if method != "" && r.Method != method && (method != http.MethodGet || r.Method != http.MethodHead) {
 			w.Header().Set("Allow", method)
 			s.writeError(w, id, newError(http.StatusMethodNotAllowed, TypeMethodNotAllowed, endpoint+" accepts "+method+" only, not "+r.Method+"."))
 			return

@@ -245,7 +245,9 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		log.Warn("drain timed out; closing the remaining connections", "err", err)
 		_ = srv.Close()
 	}
-	<-serveErr
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http server stopped with an error", "err", err)
+	}
 	limiterClosed = true
 	if err := limiter.Close(); err != nil {
 		log.Error("closing the limiter", "err", err)

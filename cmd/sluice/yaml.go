@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +21,7 @@ import (
 func yamlLoader(r io.Reader) (kong.Resolver, error) {
 	values := map[string]any{}
 	dec := yaml.NewDecoder(r)
-	if err := dec.Decode(&values); err != nil && err != io.EOF {
+	if err := dec.Decode(&values); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	norm := make(map[string]any, len(values))

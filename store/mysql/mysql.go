@@ -47,7 +47,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: DSN is empty", ErrInvalidConfig)
 	}
 	if _, err := driver.ParseDSN(c.DSN); err != nil {
-		return fmt.Errorf("%w: DSN: %v", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: DSN: %w", ErrInvalidConfig, err)
 	}
 	if !validPrefix.MatchString(c.TablePrefix) {
 		return fmt.Errorf("%w: TablePrefix %q is not [A-Za-z0-9_]{0,32}", ErrInvalidConfig, c.TablePrefix)
