@@ -167,7 +167,7 @@ func BenchmarkRatelimitMany3(b *testing.B) {
 // BenchmarkXTimeRateAllow is golang.org/x/time/rate's Allow on one limiter,
 // for comparison with BenchmarkRatelimitWarmClock (both read the clock).
 func BenchmarkXTimeRateAllow(b *testing.B) {
-	lim := rate.NewLimiter(rate.Inf, 1)
+	lim := rate.NewLimiter(rate.Limit(1e12), 1<<30) // never binding, but not the Inf short-cut
 	b.ReportAllocs()
 	for b.Loop() {
 		lim.Allow()
@@ -183,4 +183,17 @@ func BenchmarkXTimeRateAllowN(b *testing.B) {
 	for b.Loop() {
 		lim.AllowN(now, 1)
 	}
+}
+
+// BenchmarkXTimeRateAllowParallel is x/time/rate on one limiter from
+// GOMAXPROCS goroutines, for comparison with
+// BenchmarkRatelimitWarmParallelOneCounter.
+func BenchmarkXTimeRateAllowParallel(b *testing.B) {
+	lim := rate.NewLimiter(rate.Limit(1e12), 1<<30) // never binding, but not the Inf short-cut
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			lim.Allow()
+		}
+	})
 }
