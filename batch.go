@@ -33,42 +33,28 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 
 	out := make([]Response, len(qs))
 	curs := make([]*cell, len(qs))
-	applied := make([]bool, len(qs))
 	passed := true
 	for i := range qs {
 		q := &qs[i]
 		cur, prev := l.cellsFor(ctx, q)
 		curs[i] = cur
-		// Announce the increment as speculative before the count can include
-		// it, so that whoever reads regional-speculative never sees it.
-		cur.speculative.Add(q.cost)
-		for {
-			regional := cur.regional.Load()
-			o := q.decide(regional+cur.imported.Load(), prev.count())
-			out[i] = q.response(o)
-			if !o.Success {
-				cur.speculative.Add(-q.cost)
-				l.denied(q, cur)
-				passed = false
-				break
-			}
-			if q.cost == 0 || cur.regional.CompareAndSwap(regional, regional+q.cost) {
-				applied[i] = true
-				break
-			}
-		}
+		o := l.apply(q, cur, prev, true)
+		out[i] = q.response(o)
+		passed = passed && o.Success
 	}
 
+	// Commit or roll back what passed. A rollback lowers the count before
+	// the speculative mark, so regional-speculative never shows the cost.
 	for i, q := range qs {
-		if !applied[i] || q.cost == 0 {
+		if !out[i].Success || q.cost == 0 {
 			continue
 		}
-		if !passed {
-			curs[i].regional.Add(-q.cost)
-		}
-		curs[i].speculative.Add(-q.cost)
 		if passed {
+			curs[i].speculative.Add(-q.cost)
 			l.accepted(curs[i], q.cost)
+		} else {
+			curs[i].regional.Add(-q.cost)
+			curs[i].speculative.Add(-q.cost)
 		}
 	}
 	if passed {

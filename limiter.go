@@ -92,21 +92,36 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	cur, prev := l.cellsFor(ctx, &q)
+	o := l.apply(&q, cur, prev, false)
+	if o.Success && q.cost > 0 {
+		l.accepted(cur, q.cost)
+	}
+	return q.response(o), nil
+}
+
+// apply decides q on its cells and, if it passes, adds its cost to the
+// current cell with one CAS, deciding again when another request changed the
+// count since it was read. A denial changes no count and starts strict mode.
+// With speculative, the cost is announced in cur.speculative before the
+// count can include it, so that whoever reads regional-speculative never sees
+// it, and stays there until the caller commits or rolls back.
+func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.Outcome {
+	if speculative {
+		cur.speculative.Add(q.cost)
+	}
 	for {
 		regional := cur.regional.Load()
 		o := q.decide(regional+cur.imported.Load(), prev.count())
 		if !o.Success {
-			l.denied(&q, cur)
-			return q.response(o), nil
+			if speculative {
+				cur.speculative.Add(-q.cost)
+			}
+			l.denied(q, cur)
+			return o
 		}
-		if q.cost == 0 {
-			return q.response(o), nil
+		if q.cost == 0 || cur.regional.CompareAndSwap(regional, regional+q.cost) {
+			return o
 		}
-		if cur.regional.CompareAndSwap(regional, regional+q.cost) {
-			l.accepted(cur, q.cost)
-			return q.response(o), nil
-		}
-		// Another request changed the count since it was read: decide again.
 	}
 }
 
@@ -173,7 +188,7 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur 
 			prev := l.cells.loadOrCreate(q.hash, q.previous(), max(q.t, 1))
 			prev.merge(counts.Previous)
 		}
-	} else if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+	} else if !errors.Is(ctx.Err(), context.Canceled) { // the caller gave up: nothing to report
 		l.cfg.Logger.Debug("sluice: origin read failed; deciding locally",
 			"reason", reason, "namespace", q.key.Namespace, "err", err)
 	}
