@@ -111,6 +111,12 @@ func (s *Server) limit(c *call) (any, *pagination, *apiError) {
 	if m := s.cfg.Metrics; m != nil {
 		m.decision(req.Namespace, res.Success)
 	}
+	if span := c.span(); span != nil {
+		span.SetAttributes(AttrNamespace.String(req.Namespace), AttrSuccess.Bool(res.Success))
+		if overrideID != "" {
+			span.SetAttributes(AttrOverrideID.String(overrideID))
+		}
+	}
 	return limitData{
 		Limit:      res.Limit,
 		Remaining:  res.Remaining,
@@ -153,6 +159,9 @@ func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
 		if m := s.cfg.Metrics; m != nil {
 			m.decision(reqs[i].Namespace, r.Success)
 		}
+	}
+	if span := c.span(); span != nil {
+		span.SetAttributes(AttrChecks.Int(len(reqs)), AttrSuccess.Bool(out.Passed))
 	}
 	return out, nil, nil
 }

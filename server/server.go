@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store"
@@ -63,6 +64,10 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// MaxBodyBytes caps request bodies. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// TracerProvider, if set, receives a server span per request that
+	// continues the caller's W3C trace context. Default: no tracing, at no
+	// cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports the first invalid field of c.
@@ -90,6 +95,7 @@ type Server struct {
 	mux     *http.ServeMux
 	idBase  string
 	idCount atomic.Uint64
+	tracing tracing
 }
 
 // New validates cfg and builds the server.
@@ -109,21 +115,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	s := &Server{cfg: cfg, keys: kr, mux: http.NewServeMux(), idBase: "req_" + hex.EncodeToString(b[:])}
+	s := &Server{cfg: cfg, keys: kr, mux: http.NewServeMux(), idBase: "req_" + hex.EncodeToString(b[:]), tracing: newTracing(cfg.TracerProvider)}
 	s.route("/v2/ratelimit.limit", s.limit)
 	s.route("/v2/ratelimit.multiLimit", s.multiLimit)
 	s.route("/v2/ratelimit.setOverride", s.setOverride)
 	s.route("/v2/ratelimit.getOverride", s.getOverride)
 	s.route("/v2/ratelimit.listOverrides", s.listOverrides)
 	s.route("/v2/ratelimit.deleteOverride", s.deleteOverride)
-	s.mux.Handle("/v2/liveness", s.wrap("liveness", http.MethodGet, s.liveness))
+	s.mux.Handle("/v2/liveness", s.wrap("liveness", "/v2/liveness", http.MethodGet, s.liveness))
 	if cfg.Gatherer != nil {
 		prom := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
-		s.mux.Handle("/metrics", s.wrap("metrics", http.MethodGet, func(w http.ResponseWriter, r *http.Request, _ string) {
+		s.mux.Handle("/metrics", s.wrap("metrics", "/metrics", http.MethodGet, func(w http.ResponseWriter, r *http.Request, _ string) {
 			prom.ServeHTTP(w, r)
 		}))
 	}
-	s.mux.Handle("/", s.wrap("not_found", "", func(w http.ResponseWriter, r *http.Request, id string) {
+	s.mux.Handle("/", s.wrap("not_found", "", "", func(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeError(w, id, newError(http.StatusNotFound, TypeRouteNotFound, "No endpoint "+r.Method+" "+r.URL.Path+"."))
 	}))
 	return s, nil
@@ -171,6 +177,14 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// status is the response's status code; 200 until one is written.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
@@ -182,23 +196,22 @@ func (s *Server) requestID() string {
 	return s.idBase + strconv.FormatUint(s.idCount.Add(1), 36)
 }
 
-// wrap adds request ids, the method check, panic recovery and metrics.
-// method "" accepts any method.
-func (s *Server) wrap(endpoint, method string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+// wrap adds request ids, the method check, panic recovery, metrics and a
+// trace span named after route ("" for unrouted paths). method "" accepts
+// any method.
+func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := s.requestID()
 		w := &statusWriter{ResponseWriter: rw}
 		w.Header().Set("X-Request-Id", id)
+		r, span := s.tracing.start(r, route, id)
+		defer func() { s.tracing.end(span, w.status()) }()
 		if m := s.cfg.Metrics; m != nil {
 			m.inFlight.Inc()
 			defer func() {
 				m.inFlight.Dec()
-				code := w.code
-				if code == 0 {
-					code = http.StatusOK
-				}
-				m.requests.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
+				m.requests.WithLabelValues(endpoint, strconv.Itoa(w.status())).Inc()
 				m.latency.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
 			}()
 		}
@@ -225,7 +238,7 @@ func (s *Server) wrap(endpoint, method string, h func(http.ResponseWriter, *http
 // route mounts an authenticated POST endpoint with a JSON body.
 func (s *Server) route(path string, h apiHandler) {
 	endpoint := path[len("/v2/"):]
-	s.mux.Handle(path, s.wrap(endpoint, http.MethodPost, func(w http.ResponseWriter, r *http.Request, id string) {
+	s.mux.Handle(path, s.wrap(endpoint, path, http.MethodPost, func(w http.ResponseWriter, r *http.Request, id string) {
 		ws, missing, ok := s.keys.authenticate(r.Header.Get("Authorization"))
 		if !ok {
 			e := newError(http.StatusUnauthorized, TypeUnauthorized, "The root key is not valid.")
@@ -235,6 +248,9 @@ func (s *Server) route(path string, h apiHandler) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 			s.writeError(w, id, e)
 			return
+		}
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			span.SetAttributes(AttrWorkspace.String(ws))
 		}
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 			e := newError(http.StatusUnsupportedMediaType, TypeUnsupportedMedia, "Send the body as Content-Type: application/json.")

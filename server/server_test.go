@@ -22,6 +22,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // newTestServer builds a server over a real limiter and a SQLite store.
 func newTestServer(t testing.TB, keys ...RootKey) *Server {
 	t.Helper()
+	return newServerWith(t, Config{RootKeys: keys})
+}
+
+// newServerWith builds a server from cfg, filling in a real limiter, a
+// SQLite store and metrics.
+func newServerWith(t testing.TB, cfg Config) *Server {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -36,7 +43,8 @@ func newTestServer(t testing.TB, keys ...RootKey) *Server {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := New(Config{Limiter: lim, Catalog: cache, RootKeys: keys, Metrics: NewMetrics(reg), Gatherer: reg})
+	cfg.Limiter, cfg.Catalog, cfg.Metrics, cfg.Gatherer = lim, cache, NewMetrics(reg), reg
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,11 @@ func TestServeValidate(t *testing.T) {
 		{"root key ok", func(c *serveCmd) { c.RootKey = []string{"a:b:ws"} }, ""},
 		{"root key bad", func(c *serveCmd) { c.RootKey = []string{"nocolon"} }, "--root-key"},
 		{"zero shutdown", func(c *serveCmd) { c.ShutdownTimeout = 0 }, "--shutdown-timeout"},
+		{"otel endpoint ok", func(c *serveCmd) { c.OTelEndpoint = "http://127.0.0.1:4318" }, ""},
+		{"otel endpoint not http", func(c *serveCmd) { c.OTelEndpoint = "grpc://127.0.0.1:4317" }, "--otel-endpoint"},
+		{"otel endpoint without host", func(c *serveCmd) { c.OTelEndpoint = "http:///v1/traces" }, "--otel-endpoint"},
+		{"sample ratio above 1", func(c *serveCmd) { c.OTelSampleRatio = 1.5 }, "--otel-sample-ratio"},
+		{"sample ratio negative", func(c *serveCmd) { c.OTelSampleRatio = -0.1 }, "--otel-sample-ratio"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -61,6 +66,45 @@ func TestServeValidate(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate() = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTracesURL(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"no path gets the standard one", "http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"},
+		{"root path gets the standard one", "https://otel.example:4318/", "https://otel.example:4318/v1/traces"},
+		{"a path is kept", "http://collector/custom/traces", "http://collector/custom/traces"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := tracesURL(tc.in); err != nil || got != tc.want {
+				t.Fatalf("tracesURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTracingEnabled(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		endpoint string
+		env      map[string]string
+		want     bool
+	}{
+		{"off by default", "", nil, false},
+		{"flag", "http://127.0.0.1:4318", nil, true},
+		{"standard variable", "", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, true},
+		{"standard traces variable", "", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, true},
+		{"SDK disabled beats the flag", "http://127.0.0.1:4318", map[string]string{"OTEL_SDK_DISABLED": "true"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED"} {
+				t.Setenv(k, tc.env[k])
+			}
+			c := serveCmd{OTelEndpoint: tc.endpoint}
+			if got := c.tracingEnabled(); got != tc.want {
+				t.Fatalf("tracingEnabled() = %v, want %v", got, tc.want)
 			}
 		})
 	}

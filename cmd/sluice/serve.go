@@ -43,6 +43,8 @@ type serveCmd struct {
 	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" help:"Minimum log level."`
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" default:"15s" help:"How long a graceful shutdown waits for in-flight requests."`
 	OverrideRefresh time.Duration `name:"override-refresh" default:"2s" help:"How often overrides are re-read from the store (the delay before another node's change is seen)."`
+	OTelEndpoint    string        `name:"otel-endpoint" placeholder:"URL" help:"OpenTelemetry collector (OTLP/HTTP) for traces, e.g. http://127.0.0.1:4318; /v1/traces is added when the URL has no path. Tracing is off unless this or OTEL_EXPORTER_OTLP_ENDPOINT is set."`
+	OTelSampleRatio float64       `name:"otel-sample-ratio" default:"1" help:"Share of new traces that are sampled, 0 to 1. A caller's sampled traceparent is always followed."`
 }
 
 // Validate checks the flags that kong's tags cannot.
@@ -73,6 +75,14 @@ func (c *serveCmd) Validate() error {
 	}
 	if c.MySQLDSN == "" && c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if c.OTelEndpoint != "" {
+		if _, err := tracesURL(c.OTelEndpoint); err != nil {
+			return err
+		}
+	}
+	if !(c.OTelSampleRatio >= 0 && c.OTelSampleRatio <= 1) {
+		return fmt.Errorf("--otel-sample-ratio %v: want a number from 0 to 1", c.OTelSampleRatio)
 	}
 	return nil
 }
@@ -152,6 +162,21 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
 
+	tp, err := c.newTracerProvider(ctx, log)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		// Deferred first, so it runs last: after the limiter's final flush.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(ctx); err != nil {
+				log.Warn("tracing: exporting the last spans failed", "err", err)
+			}
+		}()
+	}
+
 	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: metrics}
 	if origin == "redis" {
 		client, err := redis.NewClient(c.RedisURL)
@@ -159,7 +184,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 			return fmt.Errorf("--redis-url: %w", err)
 		}
 		defer client.Close()
-		o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: metrics})
+		o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: metrics, TracerProvider: tracerProvider(tp)})
 		if err != nil {
 			return fmt.Errorf("--redis-url: %w", err)
 		}
@@ -207,6 +232,8 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		Logger:   log,
 		Metrics:  metrics,
 		Gatherer: reg,
+
+		TracerProvider: tracerProvider(tp),
 	})
 	if err != nil {
 		return err
@@ -230,7 +257,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "tracing", tp != nil, "version", version)
 
 	select {
 	case err := <-serveErr:

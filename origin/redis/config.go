@@ -7,6 +7,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of [Config] and [BreakerConfig]; a zero field means its default.
@@ -60,6 +61,12 @@ type Config struct {
 	// Observer receives call latencies and breaker state changes. nil means
 	// none.
 	Observer Observer
+
+	// TracerProvider, if set, receives a client span for every call made on
+	// behalf of a traced (recording) request, as a child of the request's
+	// span: strict-mode and hydration reads. Background replays carry no
+	// trace and are covered by Observer instead. nil means no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // BreakerConfig configures the circuit breaker (sony/gobreaker v2). While

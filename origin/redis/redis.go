@@ -15,6 +15,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/origin"
 )
@@ -38,8 +40,9 @@ var (
 // ARGV[2] milliseconds. A script runs atomically, so no cell Sluice creates
 // ever exists without an expiry, even when the client dies between the two
 // steps. An existing key is not checked for an expiry: that would cost a
-// third command per cell write, only to repair keys written by someone else. Redis converts the reply to a Lua number (a double): totals are
-// exact up to 2^53.
+// third command per cell write, only to repair keys written by someone else.
+// Redis converts the reply to a Lua number (a double): totals are exact up to
+// 2^53.
 var incrScript = goredis.NewScript(`local n = redis.call('INCRBY', KEYS[1], ARGV[1])
 if n == tonumber(ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -57,6 +60,7 @@ type Origin struct {
 	log     *slog.Logger
 	obs     Observer
 	breaker *gobreaker.CircuitBreaker[struct{}]
+	tracer  trace.Tracer // nil: no spans
 	closed  atomic.Bool
 }
 
@@ -76,6 +80,9 @@ func New(cfg Config) (*Origin, error) {
 		minTTL:  cfg.MinTTL.Milliseconds(),
 		log:     cfg.Logger,
 		obs:     cfg.Observer,
+	}
+	if cfg.TracerProvider != nil {
+		o.tracer = cfg.TracerProvider.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 	}
 	b := cfg.Breaker
 	o.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
@@ -269,16 +276,19 @@ func (o *Origin) ttl(d time.Duration) int64 {
 }
 
 // do runs fn through the circuit breaker with the call's deadline, observes
-// it and wraps its error.
-func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Context) error) error {
+// and traces it, and wraps its error.
+func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Context) error) (err error) {
+	if span := o.startSpan(ctx, op, cells); span != nil {
+		defer func() { endSpan(span, err) }()
+	}
 	if o.closed.Load() {
 		return fmt.Errorf("redis: %s: %w: %w", op, ErrClosed, origin.ErrUnavailable)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redis: %s: %w", op, err)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("redis: %s: %w", op, ctxErr)
 	}
 	start := time.Now()
-	_, err := o.breaker.Execute(func() (struct{}, error) {
+	_, err = o.breaker.Execute(func() (struct{}, error) {
 		cctx := ctx
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
