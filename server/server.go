@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,11 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// MaxBodyBytes caps request bodies. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Services are handlers of other protocols mounted beside the API, by
+	// path: the Envoy RLS gRPC service (server/rls). They get request
+	// metrics, request ids and trace spans, but keep their own errors and
+	// status codes; they are not authenticated by root keys.
+	Services map[string]http.Handler
 	// TracerProvider, if set, receives a server span per request that
 	// continues the caller's W3C trace context. Default: no tracing, at no
 	// cost.
@@ -79,6 +85,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Catalog is nil", ErrInvalidConfig)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("%w: MaxBodyBytes is negative", ErrInvalidConfig)
+	}
+	for path, h := range c.Services {
+		switch {
+		case h == nil:
+			return fmt.Errorf("%w: service %q has a nil handler", ErrInvalidConfig, path)
+		case !strings.HasPrefix(path, "/") || path == "/" || path == "/metrics" || strings.HasPrefix(path, "/v2/") || strings.ContainsAny(path, " {}"):
+			return fmt.Errorf("%w: service path %q must be a literal path outside / , /metrics and /v2/", ErrInvalidConfig, path)
+		}
 	}
 	for _, k := range c.RootKeys {
 		if err := k.Validate(); err != nil {
@@ -122,6 +136,9 @@ func New(cfg Config) (*Server, error) {
 	s.route("/v2/ratelimit.getOverride", s.getOverride)
 	s.route("/v2/ratelimit.listOverrides", s.listOverrides)
 	s.route("/v2/ratelimit.deleteOverride", s.deleteOverride)
+	for path, h := range cfg.Services {
+		s.mountService(path, h)
+	}
 	s.mux.Handle("/v2/liveness", s.wrap("liveness", "/v2/liveness", http.MethodGet, s.liveness))
 	if cfg.Gatherer != nil {
 		prom := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
@@ -177,6 +194,14 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Flush sends buffered data to the client, for streaming protocols.
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // status is the response's status code; 200 until one is written.
 func (w *statusWriter) status() int {
 	if w.code == 0 {
@@ -196,10 +221,10 @@ func (s *Server) requestID() string {
 	return s.idBase + strconv.FormatUint(s.idCount.Add(1), 36)
 }
 
-// wrap adds request ids, the method check, panic recovery, metrics and a
-// trace span named after route ("" for unrouted paths). method "" accepts
-// any method.
-func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+// instrument gives every request a request id (X-Request-Id), request
+// metrics under endpoint and a trace span named after route ("" for unrouted
+// paths), then calls h.
+func (s *Server) instrument(endpoint, route string, h func(w *statusWriter, r *http.Request, id string)) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := s.requestID()
@@ -215,6 +240,14 @@ func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter
 				m.latency.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
 			}()
 		}
+		h(w, r, id)
+	})
+}
+
+// wrap instruments an endpoint of the JSON API and adds the method check and
+// panic recovery (a JSON 500). method "" accepts any method.
+func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return s.instrument(endpoint, route, func(w *statusWriter, r *http.Request, id string) {
 		defer func() {
 			if v := recover(); v != nil {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
@@ -233,6 +266,23 @@ func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter
 		}
 		h(w, r, id)
 	})
+}
+
+// mountService mounts a handler that speaks its own protocol (gRPC): it is
+// instrumented, but its errors and status codes are its own. A panic is
+// logged and aborts the response (the client sees a reset stream), since a
+// JSON body would mean nothing to a gRPC client.
+func (s *Server) mountService(path string, h http.Handler) {
+	endpoint := strings.Trim(path, "/")
+	s.mux.Handle(path, s.instrument(endpoint, path, func(w *statusWriter, r *http.Request, id string) {
+		defer func() {
+			if v := recover(); v != nil && v != http.ErrAbortHandler { //nolint:errorlint // sentinel identity, as net/http checks it
+				s.cfg.Logger.Error("server: panic while handling a request", "requestId", id, "endpoint", endpoint, "panic", fmt.Sprint(v))
+				panic(http.ErrAbortHandler)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	}))
 }
 
 // route mounts an authenticated POST endpoint with a JSON body.
