@@ -1,0 +1,422 @@
+// Package rls is Sluice's Envoy Rate Limit Service:
+// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, served with
+// connect-go (gRPC over h2c, gRPC-Web and Connect on one HTTP handler) and
+// decided by Sluice's sliding window.
+//
+// Rules come from the YAML format of envoyproxy/ratelimit (a domain per file,
+// nested descriptors with rate_limit, unlimited, shadow_mode and replaces),
+// plus unit_multiplier for windows of any whole number of units; see [Load].
+// Each limited descriptor of a request becomes one sluice.Request in
+// workspace [Workspace], namespace = the domain, identifier = the
+// descriptor's entries. The enforced descriptors of one call are decided
+// all-or-nothing with one RatelimitMany: a call denied on one descriptor
+// spends nothing on the others. docs/envoy-rls.md describes the format, the
+// matching rules and the differences from envoyproxy/ratelimit.
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Procedure is the gRPC method this package serves; [Service.Handler]
+// returns it as the path to mount the handler on.
+const Procedure = rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
+
+// Workspace is the workspace of every counter this service decides. It
+// contains a space, which no HTTP API root key's workspace may contain, so
+// RLS counters never share an identity with HTTP API counters.
+const Workspace = "envoy rls"
+
+// DefaultMaxMessageBytes caps a request message (1 MiB).
+const DefaultMaxMessageBytes = 1 << 20
+
+// Limiter decides rate-limit requests; *sluice.Limiter implements it.
+type Limiter interface {
+	Ratelimit(ctx context.Context, r sluice.Request) (sluice.Response, error)
+	RatelimitMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
+}
+
+// Outcome is the result of one ShouldRateLimit call, as reported to an
+// [Observer]. Its values are lower-case words fit for metric labels.
+type Outcome string
+
+// The outcomes of a call.
+const (
+	// OutcomeOK: the call is under every enforced limit.
+	OutcomeOK Outcome = "ok"
+	// OutcomeOverLimit: at least one enforced limit denied the call.
+	OutcomeOverLimit Outcome = "over_limit"
+	// OutcomeShadowOverLimit: the call passed, but a shadow_mode limit
+	// would have denied it.
+	OutcomeShadowOverLimit Outcome = "shadow_over_limit"
+	// OutcomeInvalid: the request was rejected with InvalidArgument.
+	OutcomeInvalid Outcome = "invalid"
+	// OutcomeUnavailable: the limiter failed; the call got Unavailable.
+	OutcomeUnavailable Outcome = "unavailable"
+)
+
+// Observer is told the outcome of every call. Implementations must be safe
+// for concurrent use and fast (they run on the request path).
+type Observer interface {
+	// Decided reports one call. domain is the request's domain when the
+	// ruleset configures it and "" otherwise, so that labels stay bounded.
+	Decided(domain string, outcome Outcome)
+}
+
+// NopObserver is an [Observer] that does nothing.
+type NopObserver struct{}
+
+// Decided does nothing.
+func (NopObserver) Decided(string, Outcome) {}
+
+// Config configures a [Service].
+type Config struct {
+	// Limiter makes the decisions. Required.
+	Limiter Limiter
+	// Domains is the ruleset to start with; replace it later with
+	// [Service.SetRuleset]. Required.
+	Domains *Ruleset
+	// Logger receives limiter failures and ruleset changes. Default: discard.
+	Logger *slog.Logger
+	// Observer is told the outcome of every call. Default: [NopObserver].
+	Observer Observer
+	// Clock supplies the time of each call, used as the time of its
+	// decisions and to compute duration_until_reset. Give it the limiter's
+	// clock if that is not time.Now. Default time.Now.
+	Clock func() time.Time
+	// MaxMessageBytes caps the size of a request message. Default
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+}
+
+// Validate reports the first invalid field of c.
+func (c Config) Validate() error {
+	switch {
+	case c.Limiter == nil:
+		return fmt.Errorf("%w: Limiter is nil", ErrInvalidConfig)
+	case c.Domains == nil:
+		return fmt.Errorf("%w: Domains is nil", ErrInvalidConfig)
+	case c.MaxMessageBytes < 0:
+		return fmt.Errorf("%w: MaxMessageBytes is negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Service answers ShouldRateLimit calls. It is safe for concurrent use.
+// Create it with [New] (the zero Service is not usable) and mount
+// [Service.Handler].
+type Service struct {
+	cfg   Config
+	rules atomic.Pointer[Ruleset]
+}
+
+// New validates cfg, applies its defaults and builds the service.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	s := &Service{cfg: cfg}
+	s.rules.Store(cfg.Domains)
+	return s, nil
+}
+
+// SetRuleset replaces the ruleset atomically: calls that start afterwards
+// use rs, calls in flight finish with the one they started with. A nil rs is
+// ignored (and logged), so a failed reload keeps the rules in force.
+func (s *Service) SetRuleset(rs *Ruleset) {
+	if rs == nil {
+		s.cfg.Logger.Error("rls: SetRuleset(nil) ignored; keeping the current rules")
+		return
+	}
+	s.rules.Store(rs)
+	s.cfg.Logger.Info("rls: rules loaded", "domains", rs.Domains())
+}
+
+// Ruleset returns the ruleset in force.
+func (s *Service) Ruleset() *Ruleset { return s.rules.Load() }
+
+// Handler returns the path to mount and the handler that serves
+// ShouldRateLimit over gRPC, gRPC-Web and Connect. gRPC needs HTTP/2: to
+// serve Envoy without TLS, enable unencrypted HTTP/2 (h2c) on the
+// http.Server (Protocols.SetUnencryptedHTTP2), next to HTTP/1.1.
+func (s *Service) Handler() (path string, h http.Handler) {
+	return Procedure, connect.NewUnaryHandlerSimple(Procedure, s.ShouldRateLimit,
+		connect.WithReadMaxBytes(s.cfg.MaxMessageBytes),
+		connect.WithRecover(func(_ context.Context, _ connect.Spec, _ http.Header, p any) error {
+			s.cfg.Logger.Error("rls: panic in ShouldRateLimit", "panic", p)
+			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}),
+	)
+}
+
+// ShouldRateLimit decides one request. Errors are *connect.Error values:
+// CodeInvalidArgument for a malformed request, CodeUnavailable when the
+// limiter fails. A denial is a response with overall_code OVER_LIMIT.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	rules := s.rules.Load()
+	label := ""
+	if rules.domains[req.GetDomain()] != nil {
+		label = req.GetDomain()
+	}
+	checks, err := rules.checks(req)
+	if err != nil {
+		s.cfg.Observer.Decided(label, OutcomeInvalid)
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	now := time.UnixMilli(s.cfg.Clock().UnixMilli()) // the limiter's resolution
+	res, outcome, err := s.decide(ctx, req.GetDomain(), checks, now)
+	if err != nil {
+		if errors.Is(err, sluice.ErrInvalidRequest) {
+			s.cfg.Observer.Decided(label, OutcomeInvalid)
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		s.cfg.Logger.Warn("rls: limiter failed", "domain", req.GetDomain(), "err", err)
+		s.cfg.Observer.Decided(label, OutcomeUnavailable)
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	s.cfg.Observer.Decided(label, outcome)
+	return res, nil
+}
+
+// check is one descriptor of a request: its counter and the rule that
+// limits it (nil: none).
+type check struct {
+	rule *rule
+	id   string // the counter identifier
+	cost int64
+}
+
+// checks validates req and finds the rule of each descriptor.
+func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
+	switch {
+	case req.GetDomain() == "":
+		return nil, errors.New("domain is empty")
+	case len(req.GetDescriptors()) == 0:
+		return nil, errors.New("descriptors are empty")
+	}
+	root := rs.domains[req.GetDomain()]
+	checks := make([]check, len(req.GetDescriptors()))
+	replaced := make(map[string]bool)
+	for i, d := range req.GetDescriptors() {
+		entries, err := entriesOf(d)
+		if err != nil {
+			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+		}
+		c := check{id: identifier(entries)}
+		if c.cost, err = cost(req, d); err != nil {
+			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+		}
+		var override *rule
+		if d.GetLimit() != nil {
+			if override, err = overrideRule(d.GetLimit()); err != nil {
+				return nil, fmt.Errorf("descriptor %d: limit: %w", i, err)
+			}
+		}
+		switch {
+		case root == nil: // unknown domain: nothing is limited
+		case override != nil:
+			c.rule = override
+		default:
+			c.rule = root.match(entries)
+		}
+		if c.rule != nil {
+			for _, name := range c.rule.replaces {
+				replaced[name] = true
+			}
+		}
+		checks[i] = c
+	}
+	for i, c := range checks {
+		if c.rule != nil && !c.rule.unlimited && c.rule.name != "" && replaced[c.rule.name] {
+			checks[i].rule = nil
+		}
+	}
+	return checks, nil
+}
+
+// entriesOf returns the entries of d, which must be a non-empty list of
+// non-empty keys and values.
+func entriesOf(d *ratelimitv3.RateLimitDescriptor) ([]entry, error) {
+	if len(d.GetEntries()) == 0 {
+		return nil, errors.New("entries are empty")
+	}
+	entries := make([]entry, len(d.GetEntries()))
+	for i, e := range d.GetEntries() {
+		switch {
+		case e.GetKey() == "":
+			return nil, fmt.Errorf("entry %d: key is empty", i)
+		case e.GetValue() == "":
+			return nil, fmt.Errorf("entry %d (%q): value is empty", i, e.GetKey())
+		}
+		entries[i] = entry{e.GetKey(), e.GetValue()}
+	}
+	return entries, nil
+}
+
+// cost is what descriptor d spends: its own hits_addend when set (0 checks
+// without spending), else the request's, where 0 means 1.
+func cost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (int64, error) {
+	if d.GetIsNegativeHits() {
+		return 0, errors.New("is_negative_hits is not supported")
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		if h.GetValue() > math.MaxInt64 {
+			return 0, fmt.Errorf("hits_addend %d is too large", h.GetValue())
+		}
+		return int64(h.GetValue()), nil
+	}
+	return max(1, int64(req.GetHitsAddend())), nil
+}
+
+// overrideRule is the rule of a descriptor that carries its own limit.
+func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
+	v, ok := rlsv3.RateLimitResponse_RateLimit_Unit_value[o.GetUnit().String()]
+	length, known := unitLengths[rlsv3.RateLimitResponse_RateLimit_Unit(v)]
+	if !ok || !known {
+		return nil, fmt.Errorf("unit %v is not supported", o.GetUnit())
+	}
+	r := &rule{limit: int64(o.GetRequestsPerUnit()), unit: rlsv3.RateLimitResponse_RateLimit_Unit(v), multiplier: 1}
+	if m := o.GetUnitMultiplier(); m != nil {
+		if m.GetValue() < 1 || int64(m.GetValue()) > math.MaxInt64/int64(length) {
+			return nil, fmt.Errorf("unit_multiplier %d is out of range for unit %v", m.GetValue(), o.GetUnit())
+		}
+		r.multiplier = m.GetValue()
+	}
+	r.window = length * time.Duration(r.multiplier)
+	return r, nil
+}
+
+// identifier encodes entries as a counter identifier: every key and value
+// as its length in decimal bytes, a colon, and the bytes themselves, so that
+// distinct entry lists never share an identifier, whatever bytes they hold.
+func identifier(entries []entry) string {
+	var b strings.Builder
+	for _, e := range entries {
+		for _, s := range [2]string{e.key, e.value} {
+			b.WriteString(strconv.Itoa(len(s)))
+			b.WriteByte(':')
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+// decide asks the limiter about every limited check at time now. The
+// enforced checks are one all-or-nothing batch; shadow checks are decided
+// one by one after it, spending only when the batch passed (a denied call
+// spends nothing anywhere) and never denying the call.
+func (s *Service) decide(ctx context.Context, domain string, checks []check, now time.Time) (*rlsv3.RateLimitResponse, Outcome, error) {
+	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))
+	var enforced, shadow []int // indexes into checks
+	for i, c := range checks {
+		switch {
+		case c.rule == nil:
+			statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		case c.rule.unlimited:
+			statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		case c.rule.shadow:
+			shadow = append(shadow, i)
+		default:
+			enforced = append(enforced, i)
+		}
+	}
+	request := func(c check, cost int64) sluice.Request {
+		return sluice.Request{
+			Workspace: Workspace, Namespace: domain, Identifier: c.id,
+			Limit: c.rule.limit, Duration: c.rule.window, Cost: cost, Time: now,
+		}
+	}
+
+	passed := true
+	if len(enforced) > 0 {
+		batch := make([]sluice.Request, len(enforced))
+		for j, i := range enforced {
+			batch[j] = request(checks[i], checks[i].cost)
+		}
+		out, err := s.cfg.Limiter.RatelimitMany(ctx, batch)
+		if err == nil && len(out) != len(batch) {
+			err = fmt.Errorf("limiter answered %d of %d requests", len(out), len(batch))
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		for j, i := range enforced {
+			statuses[i] = descriptorStatus(checks[i].rule, out[j], now, out[j].Success)
+			passed = passed && out[j].Success
+		}
+	}
+
+	shadowDenied := false
+	for _, i := range shadow {
+		cost := checks[i].cost
+		if !passed {
+			cost = 0 // peek: a denied call spends nothing
+		}
+		res, err := s.cfg.Limiter.Ratelimit(ctx, request(checks[i], cost))
+		if err != nil {
+			return nil, "", err
+		}
+		statuses[i] = descriptorStatus(checks[i].rule, res, now, true)
+		shadowDenied = shadowDenied || !res.Success
+	}
+
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
+	switch {
+	case !passed:
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		return resp, OutcomeOverLimit, nil
+	case shadowDenied:
+		return resp, OutcomeShadowOverLimit, nil
+	}
+	return resp, OutcomeOK, nil
+}
+
+// descriptorStatus is the status of a decision on rule r at time now.
+func descriptorStatus(r *rule, res sluice.Response, now time.Time, ok bool) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code: rlsv3.RateLimitResponse_OVER_LIMIT,
+		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
+			Name:            r.name,
+			RequestsPerUnit: uint32(r.limit),
+			Unit:            r.unit,
+		},
+		LimitRemaining:     uint32(min(max(res.Remaining, 0), math.MaxUint32)),
+		DurationUntilReset: durationpb.New(max(res.Reset.Sub(now), 0)),
+	}
+	if ok {
+		st.Code = rlsv3.RateLimitResponse_OK
+	}
+	if r.multiplier != 1 {
+		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
+	}
+	return st
+}
