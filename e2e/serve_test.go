@@ -114,6 +114,8 @@ func TestStartupRefusals(t *testing.T) {
 		{"origin redis without url", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "redis"}, "needs --redis-url"},
 		{"cluster origin", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "cluster", "--data-dir", t.TempDir()}, "not available in this build"},
 		{"unknown log format", nil, []string{"serve", "--log-format", "xml"}, "log-format"},
+		{"rls config missing", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--rls-config", "/nonexistent/rls.yaml"}, "--rls-config"},
+		{"rls config invalid", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--rls-config", writeFile(t, "bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")}, "bad.yaml"},
 		{"unknown config key", nil, []string{"--config", writeFile(t, "c.yaml", "http-adr: 1\n"), "serve"}, "unknown keys: http-adr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/origin/redis"
+	"github.com/sluicehq/sluice/server/rls"
 )
 
 // MaxNamespaceLabels bounds the distinct namespace label values of
@@ -32,6 +33,8 @@ type Metrics struct {
 	evicted     prometheus.Counter
 	redisCalls  *prometheus.HistogramVec
 	breaker     prometheus.Gauge
+	rls         *prometheus.CounterVec
+	rlsReloads  *prometheus.CounterVec
 
 	mu     sync.Mutex
 	labels map[string]bool
@@ -84,10 +87,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_redis_breaker_state", Help: "Redis origin circuit breaker: 0 closed, 1 half-open, 2 open.",
 		}),
+		rls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rls_requests_total", Help: "Envoy RLS ShouldRateLimit calls by configured domain and outcome.",
+		}, []string{"domain", "outcome"}),
+		rlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rls_config_reloads_total", Help: "Envoy RLS configuration reloads (SIGHUP) by result.",
+		}, []string{"result"}),
 		labels: make(map[string]bool),
 	}
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.decisions, m.storeUp, m.storeReload,
-		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.redisCalls, m.breaker)
+		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.redisCalls, m.breaker,
+		m.rls, m.rlsReloads)
 	return m
 }
 
@@ -170,4 +180,17 @@ func (m *Metrics) BreakerChanged(_, to redis.BreakerState) {
 	default:
 		m.breaker.Set(0)
 	}
+}
+
+var _ rls.Observer = (*Metrics)(nil)
+
+// Decided implements the Envoy RLS service's [rls.Observer]. The domain is
+// "" for domains the configuration does not know, which bounds the labels.
+func (m *Metrics) Decided(domain string, outcome rls.Outcome) {
+	m.rls.WithLabelValues(domain, string(outcome)).Inc()
+}
+
+// RLSReloaded counts one reload of the Envoy RLS configuration.
+func (m *Metrics) RLSReloaded(err error) {
+	m.rlsReloads.WithLabelValues(result(err)).Inc()
 }

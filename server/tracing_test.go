@@ -105,7 +105,7 @@ func TestTracing(t *testing.T) {
 			}
 			for k, v := range tc.wantAttrs {
 				if attrs[k] != v {
-					t.Errorf("attribute %s = %v, want %v", k, attrs[k].Emit(), v.Emit())
+					t.Errorf("attribute %s = %v, want %v", k, attrs[k].String(), v.String())
 				}
 			}
 			if _, ok := attrs["sluice.identifier"]; ok {

@@ -38,7 +38,7 @@ type serveCmd struct {
 	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): stores namespaces and overrides there instead of SQLite."`
 	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None: any bearer token is workspace 'default', loopback only."`
 	DataDir         string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
-	RLSConfig       string        `name:"rls-config" help:"File or folder of Envoy ratelimit YAML (Envoy RLS)."`
+	RLSConfig       string        `name:"rls-config" placeholder:"PATH" help:"File or folder of envoyproxy/ratelimit YAML: serves Envoy RLS (gRPC, h2c) on --http-addr. SIGHUP reloads it."`
 	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" help:"Log format: text or json."`
 	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" help:"Minimum log level."`
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" default:"15s" help:"How long a graceful shutdown waits for in-flight requests."`
@@ -141,9 +141,6 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		}
 		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
 	}
-	if c.RLSConfig != "" {
-		return fmt.Errorf("--rls-config: Envoy RLS is %w", errNotAvailable)
-	}
 	origin := c.Origin
 	if origin == "" {
 		origin = "memory"
@@ -225,6 +222,14 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		}
 	}()
 
+	rlsService, services, err := c.newRLS(limiter, log, metrics)
+	if err != nil {
+		return err
+	}
+	if rlsService != nil {
+		defer c.reloadOnHangup(ctx, rlsService, log, metrics)()
+	}
+
 	api, err := server.New(server.Config{
 		Limiter:  limiter,
 		Catalog:  catalog,
@@ -232,6 +237,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		Logger:   log,
 		Metrics:  metrics,
 		Gatherer: reg,
+		Services: services,
 
 		TracerProvider: tracerProvider(tp),
 	})
