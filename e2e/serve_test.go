@@ -239,3 +239,23 @@ func deleteWorkspace(t *testing.T, dsn, ws string) {
 		}
 	}
 }
+
+// TestGCPercent checks that the server sets its GC target to 200 unless the
+// environment sets GOGC: in the runtime (go_gc_gogc_percent) and in its
+// startup log.
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct{ name, env, log, metric string }{
+		{"default", "GOGC=", `"gogc":"200"`, "go_gc_gogc_percent 200\n"},
+		{"environment wins", "GOGC=50", `"gogc":"50"`, "go_gc_gogc_percent 50\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := start(t, []string{tc.env})
+			if !strings.Contains(n.logs(), tc.log) {
+				t.Errorf("startup log lacks %s:\n%s", tc.log, n.logs())
+			}
+			if m := n.do("GET", "/metrics", "", "", nil).Raw; !strings.Contains(m, tc.metric) {
+				t.Errorf("metrics lack %q", tc.metric)
+			}
+		})
+	}
+}

@@ -111,7 +111,7 @@ func (s *Server) limit(c *call) (any, *pagination, *apiError) {
 	if m := s.cfg.Metrics; m != nil {
 		m.decision(req.Namespace, res.Success)
 	}
-	if span := c.span(); span != nil {
+	if span := c.span; span != nil {
 		span.SetAttributes(AttrNamespace.String(req.Namespace), AttrSuccess.Bool(res.Success))
 		if overrideID != "" {
 			span.SetAttributes(AttrOverrideID.String(overrideID))
@@ -160,7 +160,7 @@ func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
 			m.decision(reqs[i].Namespace, r.Success)
 		}
 	}
-	if span := c.span(); span != nil {
+	if span := c.span; span != nil {
 		span.SetAttributes(AttrChecks.Int(len(reqs)), AttrSuccess.Bool(out.Passed))
 	}
 	return out, nil, nil

@@ -176,6 +176,7 @@ type call struct {
 	ctx       context.Context
 	workspace string
 	body      []byte
+	span      trace.Span // the request's span if it is recording, else nil
 }
 
 // apiHandler handles an authenticated call with a read body.
@@ -299,7 +300,8 @@ func (s *Server) route(path string, h apiHandler) {
 			s.writeError(w, id, e)
 			return
 		}
-		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span := s.tracing.recording(r)
+		if span != nil {
 			span.SetAttributes(AttrWorkspace.String(ws))
 		}
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -328,7 +330,7 @@ func (s *Server) route(path string, h apiHandler) {
 			s.writeError(w, id, badRequest([]FieldError{{Location: "body", Message: "could not be read: " + err.Error()}}))
 			return
 		}
-		data, page, e := h(&call{ctx: r.Context(), workspace: ws, body: body})
+		data, page, e := h(&call{ctx: r.Context(), workspace: ws, body: body, span: span})
 		if e != nil {
 			if e.Status >= 500 {
 				s.cfg.Logger.Error("server: request failed", "requestId", id, "endpoint", endpoint, "workspace", ws, "detail", e.Detail)

@@ -87,10 +87,14 @@ func (tracing) end(span trace.Span, code int) {
 	span.End()
 }
 
-// span returns the span of c if it is being recorded, else nil; callers
-// build attributes only when it is not nil, so tracing costs nothing when off.
-func (c *call) span() trace.Span {
-	if span := trace.SpanFromContext(c.ctx); span.IsRecording() {
+// recording returns the span of r if tracing is on and the span is being
+// recorded, else nil: callers build attributes only for a non-nil span, so
+// tracing costs nothing when it is off or the request is not sampled.
+func (t tracing) recording(r *http.Request) trace.Span {
+	if t.tracer == nil {
+		return nil
+	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 		return span
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +27,15 @@ import (
 	"github.com/sluicehq/sluice/store/mysql"
 	"github.com/sluicehq/sluice/store/sqlite"
 )
+
+// defaultGCPercent is the garbage collector's target that `sluice serve`
+// uses when the environment does not set GOGC. A request leaves only
+// garbage behind and the live heap of a small deployment is a few MB, so Go's
+// default (100, with a 4 MB floor) collects very often; 200 measured 12% more
+// requests/s at idle-size heaps for about 10 MB more RSS, and about 10% more
+// RSS at 100k active identities (docs/benchmarks.md). GOGC=100 restores Go's
+// default.
+const defaultGCPercent = 200
 
 // errNotAvailable marks a configured feature this build does not include.
 var errNotAvailable = errors.New("not available in this build")
@@ -131,6 +142,11 @@ func isLoopback(addr string) bool {
 // store.
 func (c *serveCmd) Run(ctx context.Context) error {
 	log := c.logger(os.Stderr)
+	gcPercent := os.Getenv("GOGC")
+	if gcPercent == "" {
+		debug.SetGCPercent(defaultGCPercent)
+		gcPercent = strconv.Itoa(defaultGCPercent)
+	}
 	keys, err := c.rootKeys()
 	if err != nil {
 		return err
@@ -263,7 +279,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "tracing", tp != nil, "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "tracing", tp != nil, "gogc", gcPercent, "version", version)
 
 	select {
 	case err := <-serveErr:
