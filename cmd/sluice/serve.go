@@ -31,10 +31,10 @@ import (
 // defaultGCPercent is the garbage collector's target that `sluice serve`
 // uses when the environment does not set GOGC. A request leaves only
 // garbage behind and the live heap of a small deployment is a few MB, so Go's
-// default (100, with a 4 MB floor) collects very often; 200 measured 12% more
-// requests/s at idle-size heaps for about 10 MB more RSS, and about 10% more
-// RSS at 100k active identities (docs/benchmarks.md). GOGC=100 restores Go's
-// default.
+// default (100, with a 4 MB floor) collects very often. 200 measured 12% more
+// requests/s with a small heap for about 10 MB more RSS, and 8% more with
+// 100k active identities for about 50% more RSS (docs/benchmarks.md). GOGC=100
+// restores Go's default; GOMEMLIMIT caps the heap whatever GOGC says.
 const defaultGCPercent = 200
 
 // errNotAvailable marks a configured feature this build does not include.
