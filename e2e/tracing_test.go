@@ -4,8 +4,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,7 +143,7 @@ func TestTracing(t *testing.T) {
 		}
 		load, ok := byName["redis load"]
 		if !ok {
-			t.Fatalf("no Redis span: got %v", keys(byName))
+			t.Fatalf("no Redis span: got %v", slices.Sorted(maps.Keys(byName)))
 		}
 		if string(load.span.GetParentSpanId()) != string(srv.span.GetSpanId()) {
 			t.Errorf("the Redis span's parent is not the server span")
@@ -177,12 +179,4 @@ func TestTracing(t *testing.T) {
 			t.Errorf("the startup log does not say tracing is off:\n%s", n.logs())
 		}
 	})
-}
-
-func keys(m map[string]exported) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -254,7 +254,7 @@ func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
-				s.cfg.Logger.Error("server: panic while handling a request", "requestId", id, "endpoint", endpoint, "panic", fmt.Sprint(v))
+				s.logPanic(id, endpoint, v)
 				if w.code == 0 {
 					s.writeError(w, id, unexpected())
 				}
@@ -269,6 +269,11 @@ func (s *Server) wrap(endpoint, route, method string, h func(http.ResponseWriter
 	})
 }
 
+// logPanic logs a panic recovered while handling a request.
+func (s *Server) logPanic(id, endpoint string, v any) {
+	s.cfg.Logger.Error("server: panic while handling a request", "requestId", id, "endpoint", endpoint, "panic", fmt.Sprint(v))
+}
+
 // mountService mounts a handler that speaks its own protocol (gRPC): it is
 // instrumented, but its errors and status codes are its own. A panic is
 // logged and aborts the response (the client sees a reset stream), since a
@@ -278,7 +283,7 @@ func (s *Server) mountService(path string, h http.Handler) {
 	s.mux.Handle(path, s.instrument(endpoint, path, func(w *statusWriter, r *http.Request, id string) {
 		defer func() {
 			if v := recover(); v != nil && v != http.ErrAbortHandler { //nolint:errorlint // sentinel identity, as net/http checks it
-				s.cfg.Logger.Error("server: panic while handling a request", "requestId", id, "endpoint", endpoint, "panic", fmt.Sprint(v))
+				s.logPanic(id, endpoint, v)
 				panic(http.ErrAbortHandler)
 			}
 		}()

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store"
@@ -19,9 +17,7 @@ import (
 // JSON, no method check, no root key) while it gets a request id, metrics and
 // a span; and that a panic aborts the response instead of writing JSON.
 func TestServices(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	rec, tp := recordSpans(t)
 	const path = "/pkg.Service/Method"
 	s := newServerWith(t, Config{
 		TracerProvider: tp,

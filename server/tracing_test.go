@@ -14,10 +14,18 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-func TestTracing(t *testing.T) {
+// recordSpans returns a tracer provider that keeps every ended span in the
+// returned recorder, shut down when t ends.
+func recordSpans(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return rec, tp
+}
+
+func TestTracing(t *testing.T) {
+	rec, tp := recordSpans(t)
 	h := newServerWith(t, Config{TracerProvider: tp}).Handler()
 
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -128,9 +136,7 @@ func TestTracing(t *testing.T) {
 // TestTracingPanicFailsSpan checks that a recovered panic ends the span as a
 // failed 500.
 func TestTracingPanicFailsSpan(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	rec, tp := recordSpans(t)
 	s := newServerWith(t, Config{TracerProvider: tp})
 	h := s.wrap("boom", "/boom", "", func(http.ResponseWriter, *http.Request, string) { panic("boom") })
 	w := httptest.NewRecorder()
@@ -145,11 +151,13 @@ func TestTracingPanicFailsSpan(t *testing.T) {
 // the default server (no provider), "on" samples every span into a batching pipeline whose exporter
 // discards them.
 func BenchmarkLimitTracing(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := map[bool]string{false: "off", true: "on"}[on]
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		on   bool
+	}{{"off", false}, {"on", true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			var cfg Config
-			if on {
+			if tc.on {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 				cfg.TracerProvider = tp

@@ -179,6 +179,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tracer := tracerProvider(tp)
 	if tp != nil {
 		// Deferred first, so it runs last: after the limiter's final flush.
 		defer func() {
@@ -197,7 +198,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 			return fmt.Errorf("--redis-url: %w", err)
 		}
 		defer client.Close()
-		o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: metrics, TracerProvider: tracerProvider(tp)})
+		o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: metrics, TracerProvider: tracer})
 		if err != nil {
 			return fmt.Errorf("--redis-url: %w", err)
 		}
@@ -255,7 +256,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		Gatherer: reg,
 		Services: services,
 
-		TracerProvider: tracerProvider(tp),
+		TracerProvider: tracer,
 	})
 	if err != nil {
 		return err
