@@ -1,0 +1,123 @@
+// Package global defines the global layer: the store through which the
+// regions of one deployment converge (MySQL or MariaDB in production).
+//
+// Two mechanisms share it, each of which a limiter can switch off:
+//
+//   - Global counters: each region publishes its own regional count of each
+//     active window cell (a G-Counter with one entry per region: an entry only
+//     grows, and is written as max(stored, new)). Every node reads back, per
+//     cell, the sum of the other regions' entries as the cell's imported count,
+//     and its own region's entry as a floor for its regional count.
+//   - Denial propagation: the first qualifying denial of a cell writes one
+//     row naming the cell at its originating sequence, the limit and when the
+//     row stops mattering; every node applies active rows to that exact cell.
+//
+// The limiter never calls a Store on the request path: publish, pull, denial
+// sync and cleanup run in the limiter's background loop, and a failing Store
+// only delays convergence between regions.
+//
+// Implementations live in their own packages: [memory] in process (tests,
+// simulations), mysql for MySQL and MariaDB.
+package global
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice/origin"
+)
+
+// ErrUnavailable reports that the store cannot serve a call right now (for
+// example because its circuit breaker is open). The limiter retries on its
+// next round; it never surfaces to a rate-limit caller.
+var ErrUnavailable = errors.New("global: unavailable")
+
+// Cursor marks how far a node has read a store's changes. Its meaning is the
+// implementation's (a timestamp of the store's clock, a row id); callers only
+// keep the value a read returned and pass it to the next read. The zero
+// Cursor reads every active row.
+type Cursor int64
+
+// Count is one region's published count of one window cell.
+type Count struct {
+	Cell  origin.Cell
+	Count int64
+	// ExpiresAt is the Unix ms after which the cell no longer takes part in
+	// any decision: the end of the window after it, (Sequence+2)*Duration.
+	ExpiresAt int64
+}
+
+// Imported is what a node reads back for one cell: the sum of the other
+// regions' counts and its own region's count.
+type Imported struct {
+	Cell origin.Cell
+	// Others is the sum of every other region's count of the cell.
+	Others int64
+	// Own is the count this node's region published (0 if none).
+	Own int64
+}
+
+// Pull is the answer of [Store.Pull].
+type Pull struct {
+	// Cells holds every active cell changed since the cursor passed in
+	// (possibly more: a cell may be reported again).
+	Cells []Imported
+	// Regions is the number of regions that published or announced
+	// themselves recently (see [Store.Announce]), this one included. It is
+	// at least 1.
+	Regions int
+	// Next is the cursor to pass to the next Pull.
+	Next Cursor
+}
+
+// Denial is a denial propagated to every region: the cell, at the sequence
+// where it happened, denies until ExpiresAt.
+type Denial struct {
+	Cell origin.Cell
+	// Limit is the limit that was exceeded; a receiving node raises the
+	// cell's imported count so that its usage reaches it.
+	Limit int64
+	// Region is the region that emitted the row.
+	Region string
+	// ExpiresAt is (Sequence+2)*Duration in Unix ms: past it the cell
+	// weighs nothing in any sliding window.
+	ExpiresAt int64
+}
+
+// Store is the shared record of the global layer. Implementations must be
+// safe for concurrent use. Times are Unix milliseconds of the limiter's
+// clock, passed in by the caller, so a simulation can run in virtual time.
+type Store interface {
+	// Publish records region's counts: for each cell, the stored count
+	// becomes max(stored, new). Rows of one call are written in a fixed
+	// order (by cell, then region) so that concurrent writers never
+	// deadlock. Publishing also announces region (see Announce).
+	Publish(ctx context.Context, region string, counts []Count, now int64) error
+
+	// Announce records that region is alive at now, so that other regions
+	// count it in [Pull.Regions] even before it publishes anything.
+	Announce(ctx context.Context, region string, now int64) error
+
+	// Pull returns, for every cell changed since cursor and still active at
+	// now, the sum of the other regions' counts and region's own count.
+	// Regions announced within the last activeFor milliseconds are counted
+	// in Pull.Regions.
+	Pull(ctx context.Context, region string, cursor Cursor, now, activeFor int64) (Pull, error)
+
+	// EmitDenials records denials. A cell already recorded (same identity
+	// and sequence) is left as it is: the first row wins.
+	EmitDenials(ctx context.Context, denials []Denial) error
+
+	// Denials returns the denials recorded since cursor that are still
+	// active at now (ExpiresAt > now), and the cursor for the next call.
+	Denials(ctx context.Context, cursor Cursor, now int64) ([]Denial, Cursor, error)
+
+	// Cleanup deletes rows of both kinds that expired before now, at most
+	// batch rows per statement, and returns how many it deleted. Only one
+	// caller at a time does the work (a database lock); the others return
+	// at once with 0.
+	Cleanup(ctx context.Context, now int64, batch int) (int, error)
+
+	// Close releases the store. It is idempotent.
+	Close() error
+}
