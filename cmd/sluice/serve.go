@@ -19,8 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/redis"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store"
@@ -139,125 +141,41 @@ func isLoopback(addr string) bool {
 // Run serves until SIGINT or SIGTERM, then shuts down gracefully: stop
 // accepting, drain in-flight requests (up to --shutdown-timeout), close the
 // limiter (flushing pending replays), stop the override cache, close the
-// store.
+// store. Each step of start-up registers its release in a cleanup stack that
+// runs in reverse order, on a failed start as on shutdown.
 func (c *serveCmd) Run(ctx context.Context) error {
 	log := c.logger(os.Stderr)
-	gcPercent := os.Getenv("GOGC")
-	if gcPercent == "" {
-		debug.SetGCPercent(defaultGCPercent)
-		gcPercent = strconv.Itoa(defaultGCPercent)
-	}
-	keys, err := c.rootKeys()
+	gcPercent := setGCPercent()
+	keys, err := c.checkRootKeys(log)
 	if err != nil {
 		return err
 	}
-	if len(keys) == 0 {
-		if !isLoopback(c.HTTPAddr) {
-			return fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key KEY:WORKSPACE (or SLUICE_ROOT_KEYS) to listen there", c.HTTPAddr)
-		}
-		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
+	origin, err := c.originKind()
+	if err != nil {
+		return err
 	}
-	origin := c.Origin
-	if origin == "" {
-		origin = "memory"
-		if c.RedisURL != "" {
-			origin = "redis"
-		}
-	}
-	if origin == "cluster" {
-		return fmt.Errorf("--origin cluster: the cluster origin is %w", errNotAvailable)
-	}
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var cl cleanup
+	defer cl.run()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(reg)
-
-	tp, err := c.newTracerProvider(ctx, log)
+	obs, err := c.newObservability(ctx, log, &cl)
 	if err != nil {
 		return err
 	}
-	tracer := tracerProvider(tp)
-	if tp != nil {
-		// Deferred first, so it runs last: after the limiter's final flush.
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := tp.Shutdown(ctx); err != nil {
-				log.Warn("tracing: exporting the last spans failed", "err", err)
-			}
-		}()
-	}
-
-	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: metrics}
-	if origin == "redis" {
-		client, err := redis.NewClient(c.RedisURL)
-		if err != nil {
-			return fmt.Errorf("--redis-url: %w", err)
-		}
-		defer client.Close()
-		o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: metrics, TracerProvider: tracer})
-		if err != nil {
-			return fmt.Errorf("--redis-url: %w", err)
-		}
-		defer o.Close()
-		limiterCfg.Origin = o
-	}
-
-	st, err := c.openStore(ctx, log)
+	catalog, err := c.newCatalog(ctx, log, obs.metrics, &cl)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("closing the store", "err", err)
-		}
-	}()
-	cacheCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	catalog, err := store.NewCache(cacheCtx, store.CacheConfig{
-		Store:     st,
-		Refresh:   c.OverrideRefresh,
-		Logger:    log,
-		OnRefresh: metrics.StoreRefreshed,
-	})
-	cancel()
+	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: obs.metrics}
+	if limiterCfg.Origin, err = c.newOrigin(origin, log, obs, &cl); err != nil {
+		return err
+	}
+	limiter, err := newLimiter(limiterCfg, log, &cl)
 	if err != nil {
 		return err
 	}
-	defer catalog.Close()
-
-	limiter, err := sluice.New(limiterCfg)
-	if err != nil {
-		return err
-	}
-	limiterClosed := false
-	defer func() {
-		if !limiterClosed {
-			_ = limiter.Close()
-		}
-	}()
-
-	rlsService, services, err := c.newRLS(limiter, log, metrics)
-	if err != nil {
-		return err
-	}
-	if rlsService != nil {
-		defer c.reloadOnHangup(ctx, rlsService, log, metrics)()
-	}
-
-	api, err := server.New(server.Config{
-		Limiter:  limiter,
-		Catalog:  catalog,
-		RootKeys: keys,
-		Logger:   log,
-		Metrics:  metrics,
-		Gatherer: reg,
-		Services: services,
-
-		TracerProvider: tracer,
-	})
+	api, err := c.newAPI(ctx, limiter, catalog, keys, log, obs, &cl)
 	if err != nil {
 		return err
 	}
@@ -265,11 +183,204 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
+	srv := newHTTPServer(api.Handler(), log)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	stop() // a second signal kills the process the default way
+	c.drain(srv, serveErr, log)
+	cl.run()
+	log.Info("stopped")
+	return nil
+}
+
+// cleanup is the stack of releases of start-up; run calls them in reverse
+// order of registration, once.
+type cleanup []func()
+
+func (cl *cleanup) add(f func()) { *cl = append(*cl, f) }
+
+func (cl *cleanup) run() {
+	for i := len(*cl) - 1; i >= 0; i-- {
+		(*cl)[i]()
+	}
+	*cl = nil
+}
+
+// setGCPercent applies defaultGCPercent unless GOGC is set, and returns the
+// GC target in force for the start-up log.
+func setGCPercent() string {
+	if gc := os.Getenv("GOGC"); gc != "" {
+		return gc
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return strconv.Itoa(defaultGCPercent)
+}
+
+// checkRootKeys returns the configured root keys. With none, it refuses a
+// non-loopback address and warns that any bearer token is accepted.
+func (c *serveCmd) checkRootKeys(log *slog.Logger) ([]server.RootKey, error) {
+	keys, err := c.rootKeys()
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		if !isLoopback(c.HTTPAddr) {
+			return nil, fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key KEY:WORKSPACE (or SLUICE_ROOT_KEYS) to listen there", c.HTTPAddr)
+		}
+		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
+	}
+	return keys, nil
+}
+
+// originKind returns the regional origin to use: --origin, else redis when
+// --redis-url is set, else memory.
+func (c *serveCmd) originKind() (string, error) {
+	switch {
+	case c.Origin == "cluster":
+		return "", fmt.Errorf("--origin cluster: the cluster origin is %w", errNotAvailable)
+	case c.Origin != "":
+		return c.Origin, nil
+	case c.RedisURL != "":
+		return "redis", nil
+	default:
+		return "memory", nil
+	}
+}
+
+// observability is the server's metrics registry and tracer provider.
+type observability struct {
+	reg     *prometheus.Registry
+	metrics *server.Metrics
+	tracer  trace.TracerProvider // nil when tracing is off
+}
+
+// newObservability builds the metrics registry and, when configured, the
+// tracer provider, whose shutdown (exporting the last spans) is registered
+// first so that it runs last: after the limiter's final flush.
+func (c *serveCmd) newObservability(ctx context.Context, log *slog.Logger, cl *cleanup) (observability, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	obs := observability{reg: reg, metrics: server.NewMetrics(reg)}
+	tp, err := c.newTracerProvider(ctx, log)
+	if err != nil {
+		return obs, err
+	}
+	obs.tracer = tracerProvider(tp)
+	if tp != nil {
+		cl.add(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(ctx); err != nil {
+				log.Warn("tracing: exporting the last spans failed", "err", err)
+			}
+		})
+	}
+	return obs, nil
+}
+
+// newCatalog opens the store and loads its namespaces and overrides into the
+// cache that the API reads.
+func (c *serveCmd) newCatalog(ctx context.Context, log *slog.Logger, metrics *server.Metrics, cl *cleanup) (*store.Cache, error) {
+	st, err := c.openStore(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	})
+	cacheCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	catalog, err := store.NewCache(cacheCtx, store.CacheConfig{
+		Store:     st,
+		Refresh:   c.OverrideRefresh,
+		Logger:    log,
+		OnRefresh: metrics.StoreRefreshed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() {
+		if err := catalog.Close(); err != nil {
+			log.Error("stopping the override cache", "err", err)
+		}
+	})
+	return catalog, nil
+}
+
+// newOrigin connects the regional origin of kind; it returns nil for the
+// limiter's embedded memory origin.
+func (c *serveCmd) newOrigin(kind string, log *slog.Logger, obs observability, cl *cleanup) (origin.Origin, error) {
+	if kind != "redis" {
+		return nil, nil
+	}
+	client, err := redis.NewClient(c.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	cl.add(func() { _ = client.Close() })
+	o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: obs.metrics, TracerProvider: obs.tracer})
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	cl.add(func() { _ = o.Close() })
+	return o, nil
+}
+
+// newLimiter builds the limiter; its Close, which flushes pending replays to
+// the origin, runs before the origin and the store close.
+func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limiter, error) {
+	limiter, err := sluice.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() {
+		if err := limiter.Close(); err != nil {
+			log.Error("closing the limiter", "err", err)
+		}
+	})
+	return limiter, nil
+}
+
+// newAPI builds the HTTP API and, with --rls-config, the Envoy RLS service
+// with its SIGHUP reloader.
+func (c *serveCmd) newAPI(ctx context.Context, limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, cl *cleanup) (*server.Server, error) {
+	rlsService, services, err := c.newRLS(limiter, log, obs.metrics)
+	if err != nil {
+		return nil, err
+	}
+	if rlsService != nil {
+		cl.add(c.reloadOnHangup(ctx, rlsService, log, obs.metrics))
+	}
+	return server.New(server.Config{
+		Limiter:  limiter,
+		Catalog:  catalog,
+		RootKeys: keys,
+		Logger:   log,
+		Metrics:  obs.metrics,
+		Gatherer: obs.reg,
+		Services: services,
+
+		TracerProvider: obs.tracer,
+	})
+}
+
+// newHTTPServer returns the HTTP server of h: HTTP/1.1 and h2c, with
+// timeouts that bound slow clients.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{
-		Handler:           api.Handler(),
+	return &http.Server{
+		Handler:           h,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -278,32 +389,22 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "tracing", tp != nil, "gogc", gcPercent, "version", version)
+}
 
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-	}
-	stop() // a second signal kills the process the default way
+// drain shuts srv down gracefully, waiting up to --shutdown-timeout for
+// in-flight requests before closing the remaining connections, and waits for
+// Serve to return.
+func (c *serveCmd) drain(srv *http.Server, serveErr <-chan error, log *slog.Logger) {
 	log.Info("shutting down: draining in-flight requests", "timeout", c.ShutdownTimeout)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("drain timed out; closing the remaining connections", "err", err)
 		_ = srv.Close()
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http server stopped with an error", "err", err)
 	}
-	limiterClosed = true
-	if err := limiter.Close(); err != nil {
-		log.Error("closing the limiter", "err", err)
-	}
-	log.Info("stopped")
-	return nil
 }
 
 func (c *serveCmd) storeName() string {
