@@ -1,11 +1,13 @@
 // Package origin defines the regional origin: the store that converges the
 // nodes of one region (Redis, a peer cluster, or memory for one node).
 //
-// The limiter decides from local memory and talks to its origin only
-// asynchronously (replay of accepted increments) or, for a cold counter and in
-// strict mode, through one bounded synchronous read. An Origin therefore never
-// sits on the warm request path, and an Origin that fails only degrades the
-// limiter to local decisions.
+// The limiter decides from local memory and talks to its origin
+// asynchronously (replay of accepted increments) or through one bounded
+// synchronous call: a read for a cold counter or a stale one, and, while a
+// counter is in strict mode after a denial, an atomic decision ([Origin.Decide])
+// for a request its local view would admit. An Origin therefore never sits on
+// the warm request path, never on a denial, and an Origin that fails only
+// degrades the limiter to local decisions.
 //
 // Implementations live in their own packages: [memory] for one process, redis
 // for a region sharing a Redis deployment.
@@ -15,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/window"
 )
 
 // ErrUnavailable reports that the origin cannot serve a call right now (for
@@ -65,4 +69,57 @@ type Origin interface {
 	// expiry (at least three windows) happen as one atomic step per cell. On
 	// error no total is returned; the caller keeps the deltas and retries.
 	Apply(ctx context.Context, deltas []Delta) ([]int64, error)
+
+	// Decide makes the strict-mode decisions of c in one atomic step: it
+	// adds c.Pending to cell c.Seq, reads cells c.Seq and c.Seq-1, and
+	// decides each of c.Asks in order with the sliding window (its usage
+	// includes c.Imported and the asks admitted before it), adding the cost
+	// of each admitted ask to cell c.Seq. No other call on the counter's
+	// cells interleaves, so two nodes can never both spend the last unit.
+	// The expiry rule of Apply holds. On error nothing is known: the caller
+	// decides locally and keeps c.Pending for replay (which may then count
+	// twice, as a retried Apply may).
+	Decide(ctx context.Context, c Check) (Verdict, error)
+}
+
+// Ask is one request decided by [Origin.Decide].
+type Ask struct {
+	Limit int64 // >= 0
+	Cost  int64 // >= 1
+}
+
+// Check is a batch of strict-mode requests on one counter, decided by
+// [Origin.Decide] at one instant.
+type Check struct {
+	Key Key
+	// Seq is the current cell and Elapsed the milliseconds into it
+	// (0 <= Elapsed < Duration): the previous cell weighs
+	// floor(prev * (Duration-Elapsed) / Duration).
+	Seq     int64
+	Elapsed int64
+	// Pending is what this node admitted on cell Seq and has not applied
+	// yet; it is added first, unconditionally.
+	Pending int64
+	// Imported is the other regions' count of both cells: it takes part in
+	// the decision and is never stored.
+	Imported Counts
+	// Asks are decided in order.
+	Asks []Ask
+}
+
+// Verdict is the answer of [Origin.Decide].
+type Verdict struct {
+	// Admitted says, for each ask in order, whether it passed (and was
+	// added).
+	Admitted []bool
+	// Counts are the origin's totals of both cells after the step, Pending
+	// and the admitted costs included, Imported not.
+	Counts Counts
+}
+
+// Before returns the sliding-window usage of cells cur (current) and prev
+// (previous) at c's instant, saturated at math.MaxInt64. Origins use it to
+// decide exactly as the limiter does.
+func (c Check) Before(cur, prev int64) int64 {
+	return window.Position{Seq: c.Seq, Elapsed: c.Elapsed, D: c.Key.Duration.Milliseconds()}.Before(cur, prev)
 }

@@ -12,15 +12,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
 // sweepEvery is the number of Apply calls between two sweeps of expired cells.
 const sweepEvery = 4096
 
-// Store is an [origin.Origin] kept in memory. Cells expire three windows after
-// their last increment, like the Redis origin's keys. The zero value is not
-// usable; create one with [New]. A Store is safe for concurrent use.
+// Store is an [origin.Origin] kept in memory. A cell expires three windows
+// after its last increment (the Redis origin's keys expire a fixed time after
+// their creation instead; both outlive every decision that reads them). The
+// zero value is not usable; create one with [New]. A Store is safe for
+// concurrent use.
 type Store struct {
 	clock func() time.Time
 
@@ -69,14 +72,7 @@ func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, d := range deltas {
-		e := s.cells[d.Cell]
-		if e == nil || e.expiresAt <= now {
-			e = &entry{}
-			s.cells[d.Cell] = e
-		}
-		e.count += d.Count
-		e.expiresAt = now + 3*d.Cell.Duration.Milliseconds()
-		totals[i] = e.count
+		totals[i] = s.addLocked(d.Cell, d.Count, now)
 	}
 	s.applies++
 	if s.applies%sweepEvery == 0 {
@@ -85,11 +81,51 @@ func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, erro
 	return totals, nil
 }
 
+// Decide makes the strict-mode decisions of c atomically (under the
+// Store's lock), exactly as the limiter's sliding window does.
+func (s *Store) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
+	if err := ctx.Err(); err != nil {
+		return origin.Verdict{}, err
+	}
+	now := s.clock().UnixMilli()
+	curCell := origin.Cell{Key: c.Key, Sequence: c.Seq}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.addLocked(curCell, c.Pending, now)
+	prev := s.countLocked(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, now)
+	v := origin.Verdict{Admitted: make([]bool, len(c.Asks))}
+	for i, a := range c.Asks {
+		before := c.Before(window.Add(cur, c.Imported.Current), window.Add(prev, c.Imported.Previous))
+		if o := window.Decide(before, a.Limit, a.Cost); o.Success {
+			cur = s.addLocked(curCell, a.Cost, now)
+			v.Admitted[i] = true
+		}
+	}
+	v.Counts = origin.Counts{Current: cur, Previous: prev}
+	return v, nil
+}
+
 // Len returns the number of cells held, expired or not.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.cells)
+}
+
+// addLocked adds n to cell c, (re)starting its expiry of three windows, and
+// returns its total. Adding 0 to a cell that does not exist creates nothing.
+func (s *Store) addLocked(c origin.Cell, n, now int64) int64 {
+	e := s.cells[c]
+	if e == nil || e.expiresAt <= now {
+		if n == 0 {
+			return 0
+		}
+		e = &entry{}
+		s.cells[c] = e
+	}
+	e.count += n
+	e.expiresAt = now + 3*c.Duration.Milliseconds()
+	return e.count
 }
 
 func (s *Store) countLocked(c origin.Cell, now int64) int64 {

@@ -13,6 +13,9 @@ type Op string
 const (
 	OpLoad  Op = "load"  // one MGET of a counter's current and previous cell
 	OpApply Op = "apply" // one pipeline of increment scripts
+	// OpDecide is one script call that decides strict-mode requests
+	// atomically.
+	OpDecide Op = "decide"
 )
 
 // Outcome classifies how a Redis call ended, for metrics labels.
