@@ -22,7 +22,9 @@ type CacheConfig struct {
 	// Store is the durable record. Required.
 	Store Store
 	// Refresh is the period at which the cache re-reads the whole store, and
-	// so the longest a change made on another node stays invisible here.
+	// so the longest a change made on another node stays invisible here. A
+	// store that implements [Watcher] also triggers a refresh whenever it
+	// reports a change, so its changes are usually seen much sooner.
 	// Default DefaultRefresh (2s).
 	Refresh time.Duration
 	// Logger receives refresh failures and namespace creations. Default:
@@ -55,10 +57,12 @@ type nsKey struct {
 // Cache keeps every namespace and override of a [Store] in memory. Reads
 // never touch the store except for a namespace the cache has not seen yet.
 // Writes go to the store first, then the cache re-reads it, so a node always
-// sees its own writes; other nodes see them after their next refresh.
+// sees its own writes; other nodes see them after their next refresh, which
+// a [Watcher] store triggers as soon as it reports the change.
 //
 // One goroutine, started by NewCache and stopped by Close, owns the refresh
-// loop. A Cache is safe for concurrent use.
+// loop; with a Watcher store it also owns the goroutine that runs Watch. A
+// Cache is safe for concurrent use.
 type Cache struct {
 	cfg        CacheConfig
 	namespaces sync.Map // nsKey -> Namespace; namespaces are never deleted
@@ -97,6 +101,23 @@ func NewCache(ctx context.Context, cfg CacheConfig) (*Cache, error) {
 
 func (c *Cache) loop(ctx context.Context) {
 	defer close(c.done)
+	kick := make(chan struct{}, 1)
+	if w, ok := c.cfg.Store.(Watcher); ok {
+		watched := make(chan struct{})
+		defer func() { <-watched }() // Watch returns once ctx is done, as this loop does
+		go func() {
+			defer close(watched)
+			changed := func() {
+				select {
+				case kick <- struct{}{}:
+				default: // a refresh is already due; it will see this change too
+				}
+			}
+			if err := w.Watch(ctx, changed); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Warn("store: watching for changes failed; other nodes' changes are seen on the periodic refresh only", "err", err)
+			}
+		}()
+	}
 	t := time.NewTicker(c.cfg.Refresh)
 	defer t.Stop()
 	for {
@@ -104,12 +125,13 @@ func (c *Cache) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			rctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Refresh+5*time.Second)
-			if err := c.Refresh(rctx); err != nil && ctx.Err() == nil {
-				c.cfg.Logger.Warn("store: refresh failed; serving the last good copy", "err", err)
-			}
-			cancel()
+		case <-kick:
 		}
+		rctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Refresh+5*time.Second)
+		if err := c.Refresh(rctx); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("store: refresh failed; serving the last good copy", "err", err)
+		}
+		cancel()
 	}
 }
 

@@ -1,11 +1,14 @@
 // Package store persists the server's namespaces and rate-limit overrides and
 // keeps them in memory for the request path.
 //
-// A [Store] is the durable, shared record (store/sqlite for one node,
-// store/mysql for many). A [Cache] sits in front of it: the request path reads
-// only the cache, writes go to the store and then to the cache, and a refresh
-// loop re-reads the store so that a change made on another node is visible
-// within one refresh interval.
+// A [Store] is the durable record: store/sqlite for one node, store/redis and
+// store/mysql shared by many. A [Cache] sits in front of it: the request path
+// reads only the cache, writes go to the store and then to the cache, and a
+// refresh loop re-reads the store so that a change made on another node is
+// visible within one refresh interval. A shared store that also implements
+// [Watcher] tells the cache about other nodes' changes as they happen, so
+// they are seen within a fraction of a second; the periodic refresh stays as
+// the safety net for a missed notification.
 //
 // Every record belongs to one workspace. Namespaces are looked up within a
 // workspace only, and overrides are reached only through their namespace, so
@@ -27,6 +30,16 @@ var ErrNotFound = errors.New("store: not found")
 
 // ErrClosed is returned by a [Cache] or [Store] used after Close.
 var ErrClosed = errors.New("store: closed")
+
+// ErrUnavailable is returned, wrapped with the cause, when the store cannot be
+// reached (connection refused or lost, timeout, server not ready). The
+// operation may be retried later; a [Cache] keeps serving its last good copy.
+var ErrUnavailable = errors.New("store: unavailable")
+
+// ErrLimitReached is returned, wrapped with the limit, when a write would grow
+// a workspace past a bound of the store (store/redis bounds the namespaces of
+// a workspace and the overrides of a namespace). Nothing was written.
+var ErrLimitReached = errors.New("store: limit reached")
 
 // ID prefixes of generated identifiers, as Unkey uses them.
 const (
@@ -107,6 +120,20 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store. It is idempotent.
 	Close() error
+}
+
+// Watcher is implemented by a shared [Store] that can report changes made
+// through other Store values on the same backend (other nodes) as they
+// happen. A [Cache] over a Watcher refreshes when told to, rather than only
+// once per refresh period.
+type Watcher interface {
+	// Watch runs until ctx is done and then returns nil; it returns
+	// another error only if it cannot watch at all. It calls changed,
+	// from Watch's own goroutine, soon after every write through any Store
+	// on the same backend, and also whenever changes may have been missed:
+	// once it is first watching and again after every reconnection. A call
+	// may also be spurious. changed must not block.
+	Watch(ctx context.Context, changed func()) error
 }
 
 // NewID returns prefix followed by 24 random hex digits (96 bits).
