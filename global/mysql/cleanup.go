@@ -1,0 +1,57 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Cleanup implements [global.Store]. On a connection of its own it takes a
+// named lock without waiting (GET_LOCK with timeout 0); if another node
+// holds it, Cleanup returns 0 at once. Otherwise it deletes expired counter
+// rows, then expired denials, batch rows per DELETE, each table until a
+// DELETE removes fewer than batch rows, and releases the lock on the same
+// connection. A batch under 1 is [ErrInvalidInput].
+func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) {
+	if batch < 1 {
+		return 0, fmt.Errorf("%w: cleanup batch %d is under 1", ErrInvalidInput, batch)
+	}
+	deleted := 0
+	err := s.do(ctx, OpCleanup, func(ctx context.Context, t *tally) (err error) {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		t.statements++
+		if err := getLock(ctx, conn, s.cleanup, 0); errors.Is(err, errLockBusy) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		defer func() {
+			t.statements++
+			err = errors.Join(err, releaseLock(conn, s.cleanup))
+		}()
+		for _, q := range []string{s.q.deleteCounters, s.q.deleteDenials} {
+			for {
+				t.statements++
+				res, err := conn.ExecContext(ctx, q, now, batch)
+				if err != nil {
+					return err
+				}
+				n, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				deleted += int(n)
+				t.rows = deleted
+				if int(n) < batch {
+					break
+				}
+			}
+		}
+		return nil
+	})
+	return deleted, err
+}

@@ -1,0 +1,169 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/sluicehq/sluice/global"
+)
+
+// deadlockRetries is how many times a chunk that InnoDB chose as a deadlock
+// victim is sent again before the call fails. Sorted writes make deadlocks
+// rare, not impossible (gap locks of concurrent inserts).
+const deadlockRetries = 3
+
+// countRow is one row of a Publish.
+type countRow struct {
+	key rowKey
+	global.Count
+}
+
+// Publish implements [global.Store]: it announces region, then upserts its
+// counts with count = GREATEST(count, new), in primary-key order, in chunks
+// of Config.ChunkRows rows, each chunk one statement. Counts of 0 or less
+// are not written (an absent row counts 0). Chunks commit one by one: a
+// failed call may have written some of them, which the next Publish makes
+// good.
+func (s *Store) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	rows, err := countRows(region, counts)
+	if err != nil {
+		return err
+	}
+	return s.do(ctx, OpPublish, func(ctx context.Context, t *tally) error {
+		if err := s.announce(ctx, t, region, now); err != nil {
+			return err
+		}
+		for chunk := range slices.Chunk(rows, s.cfg.ChunkRows) {
+			args := make([]any, 0, 9*len(chunk))
+			for _, r := range chunk {
+				c := r.Cell
+				args = append(args, r.key.hash[:], r.key.durationMS, r.key.seq, []byte(region),
+					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Count.Count, r.ExpiresAt)
+			}
+			if err := s.exec(ctx, t, s.q.counts.statement(len(chunk)), args); err != nil {
+				return err
+			}
+			t.rows += len(chunk)
+		}
+		return nil
+	})
+}
+
+// countRows validates counts and returns the rows to write: positive counts
+// only, one row per cell (the highest count and expiry of the call), sorted
+// by primary key.
+func countRows(region string, counts []global.Count) ([]countRow, error) {
+	if err := checkRegion(region); err != nil {
+		return nil, err
+	}
+	rows := make([]countRow, 0, len(counts))
+	for _, c := range counts {
+		if err := checkCell(c.Cell); err != nil {
+			return nil, err
+		}
+		if c.Count > 0 {
+			rows = append(rows, countRow{key: keyOf(c.Cell), Count: c})
+		}
+	}
+	slices.SortFunc(rows, func(a, b countRow) int { return a.key.compare(b.key) })
+	out := rows[:0]
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].key == r.key {
+			out[n-1].Count.Count = max(out[n-1].Count.Count, r.Count.Count)
+			out[n-1].ExpiresAt = max(out[n-1].ExpiresAt, r.ExpiresAt)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// exec runs one statement, again when InnoDB chose it as a deadlock victim.
+func (s *Store) exec(ctx context.Context, t *tally, query string, args []any) error {
+	for attempt := 1; ; attempt++ {
+		t.statements++
+		_, err := s.db.ExecContext(ctx, query, args...)
+		me, ok := errors.AsType[*mysqldriver.MySQLError](err)
+		if !ok || me.Number != 1213 || attempt == deadlockRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
+}
+
+// Announce implements [global.Store]: it upserts region's last_seen with
+// GREATEST, so an older now never moves it back.
+func (s *Store) Announce(ctx context.Context, region string, now int64) error {
+	if err := checkRegion(region); err != nil {
+		return err
+	}
+	return s.do(ctx, OpAnnounce, func(ctx context.Context, t *tally) error {
+		return s.announce(ctx, t, region, now)
+	})
+}
+
+func (s *Store) announce(ctx context.Context, t *tally, region string, now int64) error {
+	if err := s.exec(ctx, t, s.q.announce, []any{[]byte(region), now}); err != nil {
+		return err
+	}
+	t.rows++
+	return nil
+}
+
+// Pull implements [global.Store]. It reads the database clock and the number
+// of other recent regions first, then every cell with a row changed after
+// the cursor and still active at now, summed per cell into Others and Own.
+// The cursor it returns is the clock it read minus Config.CursorOverlap, so
+// cells changed within the overlap are reported again by the next Pull.
+func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
+	if err := checkRegion(region); err != nil {
+		return global.Pull{}, err
+	}
+	var p global.Pull
+	err := s.do(ctx, OpPull, func(ctx context.Context, t *tally) error {
+		var clock int64
+		t.statements++
+		if err := s.db.QueryRowContext(ctx, s.q.clockRegions, now-activeFor, []byte(region)).Scan(&clock, &p.Regions); err != nil {
+			return err
+		}
+		p.Regions++ // this region
+		p.Next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
+		t.statements++
+		rows, err := s.db.QueryContext(ctx, s.q.pull, []byte(region), []byte(region), cursorTime(int64(cursor)), now)
+		if err != nil {
+			return err
+		}
+		p.Cells, err = scanImported(rows)
+		t.rows = len(p.Cells)
+		return err
+	})
+	if err != nil {
+		return global.Pull{}, err
+	}
+	return p, nil
+}
+
+func scanImported(rows *sql.Rows) ([]global.Imported, error) {
+	defer rows.Close()
+	var out []global.Imported
+	for rows.Next() {
+		var ws, ns, id []byte
+		var dur, seq int64
+		var imp global.Imported
+		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &imp.Others, &imp.Own); err != nil {
+			return nil, err
+		}
+		imp.Cell = cellOf(ws, ns, id, dur, seq)
+		out = append(out, imp)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,104 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+
+	"github.com/sluicehq/sluice/global"
+)
+
+// denialRow is one row of an EmitDenials.
+type denialRow struct {
+	key rowKey
+	global.Denial
+}
+
+// EmitDenials implements [global.Store]: it inserts the denials in
+// primary-key order, in chunks of Config.ChunkRows rows; a cell already
+// recorded keeps its first row (and its place for cursors). Within one call
+// the first denial of a cell wins too.
+func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error {
+	rows, err := denialRows(denials)
+	if err != nil {
+		return err
+	}
+	return s.do(ctx, OpEmitDenials, func(ctx context.Context, t *tally) error {
+		for chunk := range slices.Chunk(rows, s.cfg.ChunkRows) {
+			args := make([]any, 0, 9*len(chunk))
+			for _, r := range chunk {
+				c := r.Cell
+				args = append(args, r.key.hash[:], r.key.durationMS, r.key.seq,
+					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Limit, []byte(r.Region), r.ExpiresAt)
+			}
+			if err := s.exec(ctx, t, s.q.denials.statement(len(chunk)), args); err != nil {
+				return err
+			}
+			t.rows += len(chunk)
+		}
+		return nil
+	})
+}
+
+// denialRows validates denials and returns the rows to write: the first
+// denial of each cell, sorted by primary key.
+func denialRows(denials []global.Denial) ([]denialRow, error) {
+	rows := make([]denialRow, 0, len(denials))
+	for _, d := range denials {
+		if err := checkCell(d.Cell); err != nil {
+			return nil, err
+		}
+		if err := checkRegion(d.Region); err != nil {
+			return nil, err
+		}
+		rows = append(rows, denialRow{key: keyOf(d.Cell), Denial: d})
+	}
+	// A stable sort keeps the first denial of a cell first; Compact keeps it.
+	slices.SortStableFunc(rows, func(a, b denialRow) int { return a.key.compare(b.key) })
+	return slices.CompactFunc(rows, func(a, b denialRow) bool { return a.key == b.key }), nil
+}
+
+// Denials implements [global.Store]. Like Pull, it reads the database clock
+// first, then the rows created after the cursor that are still active at
+// now; the cursor it returns is the clock minus Config.CursorOverlap.
+func (s *Store) Denials(ctx context.Context, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+	var out []global.Denial
+	next := cursor
+	err := s.do(ctx, OpDenials, func(ctx context.Context, t *tally) error {
+		var clock int64
+		t.statements++
+		if err := s.db.QueryRowContext(ctx, s.q.clock).Scan(&clock); err != nil {
+			return err
+		}
+		t.statements++
+		rows, err := s.db.QueryContext(ctx, s.q.readDenials, cursorTime(int64(cursor)), now)
+		if err != nil {
+			return err
+		}
+		out, err = scanDenials(rows)
+		t.rows = len(out)
+		next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
+		return err
+	})
+	if err != nil {
+		return nil, cursor, err
+	}
+	return out, next, nil
+}
+
+func scanDenials(rows *sql.Rows) ([]global.Denial, error) {
+	defer rows.Close()
+	var out []global.Denial
+	for rows.Next() {
+		var ws, ns, id, region []byte
+		var dur, seq int64
+		var d global.Denial
+		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &d.Limit, &region, &d.ExpiresAt); err != nil {
+			return nil, err
+		}
+		d.Cell = cellOf(ws, ns, id, dur, seq)
+		d.Region = string(region)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,83 @@
+package mysql
+
+import (
+	"strings"
+	"time"
+)
+
+// clockExpr is the database clock in microseconds since the Unix epoch,
+// computed from UTC_TIMESTAMP so that no time zone takes part.
+const clockExpr = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+
+// queries holds the store's statements with the table prefix applied.
+type queries struct {
+	clock, clockRegions, announce string
+	counts, denials               batchInsert
+	pull, readDenials             string
+	deleteCounters, deleteDenials string
+}
+
+// batchInsert is a multi-row INSERT: head, then row repeated once per row
+// (comma-separated), then tail.
+type batchInsert struct {
+	head, row, tail string
+}
+
+// statement returns the INSERT of n rows.
+func (b batchInsert) statement(n int) string {
+	var sb strings.Builder
+	sb.Grow(len(b.head) + n*(len(b.row)+1) + len(b.tail))
+	sb.WriteString(b.head)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(b.row)
+	}
+	sb.WriteString(b.tail)
+	return sb.String()
+}
+
+func newQueries(prefix string) queries {
+	r := strings.NewReplacer("{p}", prefix)
+	return queries{
+		clock: "SELECT " + clockExpr,
+		clockRegions: r.Replace("SELECT " + clockExpr +
+			", (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?)"),
+		announce: r.Replace("INSERT INTO {p}regions (region, last_seen) VALUES (?, ?) " +
+			"ON DUPLICATE KEY UPDATE last_seen = GREATEST(last_seen, VALUES(last_seen))"),
+		// ON DUPLICATE KEY UPDATE assigns left to right, and a later
+		// assignment sees the earlier ones: changed_at must compare with
+		// count before count is raised.
+		counts: batchInsert{
+			head: r.Replace("INSERT INTO {p}counters (id_hash, duration_ms, seq, region, workspace, namespace, identifier, count, expires_at, changed_at) VALUES "),
+			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
+			tail: " ON DUPLICATE KEY UPDATE " +
+				"changed_at = IF(VALUES(count) > count, VALUES(changed_at), changed_at), " +
+				"count = GREATEST(count, VALUES(count)), " +
+				"expires_at = GREATEST(expires_at, VALUES(expires_at))",
+		},
+		// The no-op update keeps the first row; unlike INSERT IGNORE it
+		// does not turn other errors into warnings.
+		denials: batchInsert{
+			head: r.Replace("INSERT INTO {p}blocklist (id_hash, duration_ms, seq, workspace, namespace, identifier, lim, region, expires_at, created_at) VALUES "),
+			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
+			tail: " ON DUPLICATE KEY UPDATE seq = seq",
+		},
+		pull: r.Replace(`SELECT MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
+  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0))
+FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_at > ? AND expires_at > ?) AS ch
+JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
+GROUP BY c.id_hash, c.duration_ms, c.seq`),
+		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, region, expires_at " +
+			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ?"),
+		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
+		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
+	}
+}
+
+// cursorTime returns the DATETIME(6) literal of a cursor (microseconds of
+// the database clock since the epoch, UTC); below 0 it is the epoch.
+func cursorTime(c int64) string {
+	return time.UnixMicro(max(c, 0)).UTC().Format("2006-01-02 15:04:05.000000")
+}
