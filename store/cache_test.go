@@ -137,3 +137,66 @@ func TestCacheConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// watchedStore is a store whose Watch reports a change whenever the test
+// sends on kick.
+type watchedStore struct {
+	*sqlite.Store
+	kick    chan struct{}
+	watched chan struct{} // closed when Watch has started
+}
+
+func (w *watchedStore) Watch(ctx context.Context, changed func()) error {
+	close(w.watched)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+			changed()
+		}
+	}
+}
+
+// TestCacheRefreshesWhenTheStoreReportsAChange: with a refresh period of an
+// hour, a change written behind the cache's back (another node) is seen as
+// soon as the store's Watch reports it, and Close stops Watch (goleak).
+func TestCacheRefreshesWhenTheStoreReportsAChange(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := &watchedStore{Store: s, kick: make(chan struct{}), watched: make(chan struct{})}
+	refreshed := make(chan struct{}, 16)
+	c, err := store.NewCache(ctx, store.CacheConfig{Store: w, Refresh: time.Hour, OnRefresh: func(time.Duration, error) { refreshed <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-refreshed // NewCache's own read
+	<-w.watched
+	ns, err := s.EnsureNamespace(ctx, "ws", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetOverride(ctx, store.Override{Workspace: "ws", NamespaceID: ns.ID, Identifier: "x", Limit: 3, Duration: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Match(ns.ID, "x"); ok {
+		t.Fatal("the cache saw the write before any refresh")
+	}
+	w.kick <- struct{}{}
+	select {
+	case <-refreshed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reported change did not refresh the cache")
+	}
+	if o, ok := c.Match(ns.ID, "x"); !ok || o.Limit != 3 {
+		t.Fatalf("after the reported change: %+v, %v", o, ok)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

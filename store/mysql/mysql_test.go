@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	driver "github.com/go-sql-driver/mysql"
+
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysql"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -18,20 +21,27 @@ import (
 func open(t *testing.T) (*mysql.Store, string) {
 	t.Helper()
 	prefix := fmt.Sprintf("t%d_", time.Now().UnixNano()%1e12)
+	return openPrefix(t, testenv.MySQLDSN(t), prefix), prefix
+}
+
+// openPrefix opens a store on dsn with the given table prefix and drops its
+// tables at cleanup.
+func openPrefix(t *testing.T, dsn, prefix string) *mysql.Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := mysql.Open(ctx, mysql.Config{DSN: testenv.MySQLDSN(t), TablePrefix: prefix})
+	s, err := mysql.Open(ctx, mysql.Config{DSN: dsn, TablePrefix: prefix, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, tbl := range []string{"overrides", "namespaces"} {
+		for _, tbl := range []string{"overrides", "namespaces", "version"} {
 			if err := s.Exec(ctx, "DROP TABLE IF EXISTS {p}"+tbl, prefix); err != nil {
 				t.Errorf("drop %s%s: %v", prefix, tbl, err)
 			}
 		}
 		s.Close()
 	})
-	return s, prefix
+	return s
 }
 
 func TestConformance(t *testing.T) {
@@ -58,12 +68,188 @@ func TestConfigValidate(t *testing.T) {
 		{"bad dsn", mysql.Config{DSN: "tcp(::"}, true},
 		{"bad prefix", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", TablePrefix: "x; DROP"}, true},
 		{"negative pool", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", MaxOpenConns: -1}, true},
+		{"negative poll", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", PollInterval: -1}, true},
 		{"ok", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", TablePrefix: "sluice_"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
 			if (err != nil) != tc.bad || (err != nil && !errors.Is(err, mysql.ErrInvalidConfig)) {
 				t.Fatalf("Validate() = %v", err)
+			}
+		})
+	}
+}
+
+// TestWritesBumpTheVersion: every write that changes something increments
+// the change marker once; a write that changes nothing leaves it.
+func TestWritesBumpTheVersion(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	var ns store.Namespace
+	for _, tc := range []struct {
+		name string
+		op   func() error
+		bump int64
+	}{
+		{"namespace created", func() (err error) { ns, err = s.EnsureNamespace(ctx, "ws", "api"); return err }, 1},
+		{"namespace exists", func() error { _, err := s.EnsureNamespace(ctx, "ws", "api"); return err }, 0},
+		{"override set", func() error {
+			_, err := s.SetOverride(ctx, store.Override{Workspace: "ws", NamespaceID: ns.ID, Identifier: "x", Limit: 1, Duration: time.Second})
+			return err
+		}, 1},
+		{"override replaced", func() error {
+			_, err := s.SetOverride(ctx, store.Override{Workspace: "ws", NamespaceID: ns.ID, Identifier: "x", Limit: 2, Duration: time.Second})
+			return err
+		}, 1},
+		{"override deleted", func() error { return s.DeleteOverride(ctx, "ws", ns.ID, "x") }, 1},
+		{"delete of nothing", func() error {
+			if err := s.DeleteOverride(ctx, "ws", ns.ID, "x"); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("want ErrNotFound, got %v", err)
+			}
+			return nil
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := s.Version(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.op(); err != nil {
+				t.Fatal(err)
+			}
+			after, err := s.Version(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after-before != tc.bump {
+				t.Fatalf("version went from %d to %d, want +%d", before, after, tc.bump)
+			}
+		})
+	}
+}
+
+// watch runs s.Watch until the test ends; the channel receives a value per
+// changed call (up to its buffer).
+func watch(t *testing.T, s *mysql.Store) <-chan struct{} {
+	t.Helper()
+	ch := make(chan struct{}, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(ctx, func() {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch returned %v after its context was cancelled", err)
+		}
+	})
+	return ch
+}
+
+func waitChanged(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(within):
+		t.Fatalf("no change reported within %v: %s", within, what)
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// TestWatchReportsOtherStoresWrites: a write through one store (node) is
+// reported by the other store's Watch within a few poll intervals.
+func TestWatchReportsOtherStoresWrites(t *testing.T) {
+	a, prefix := open(t)
+	b, err := mysql.Open(context.Background(), mysql.Config{DSN: testenv.MySQLDSN(t), TablePrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	changes := watch(t, a)
+	waitChanged(t, changes, 5*time.Second, "the first read")
+	ctx := context.Background()
+	ns, err := b.EnsureNamespace(ctx, "ws", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChanged(t, changes, time.Second, "namespace created")
+	drain(changes)
+	if _, err := b.SetOverride(ctx, store.Override{Workspace: "ws", NamespaceID: ns.ID, Identifier: "x", Limit: 1, Duration: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	waitChanged(t, changes, time.Second, "override set")
+}
+
+// TestUnavailable: with MariaDB unreachable, reads and writes fail with
+// store.ErrUnavailable; when it is back, the same store works again and
+// Watch reports the change another node made meanwhile.
+func TestUnavailable(t *testing.T) {
+	cfg, err := driver.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, prefix := open(t) // another node, with a direct connection
+	proxy := testenv.NewProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout = time.Second
+	s, err := mysql.Open(context.Background(), mysql.Config{DSN: cfg.FormatDSN(), TablePrefix: prefix, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	ns, err := s.EnsureNamespace(ctx, "ws", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := watch(t, s)
+	waitChanged(t, changes, 5*time.Second, "the first read")
+	ops := []struct {
+		name string
+		op   func() error
+	}{
+		{"EnsureNamespace", func() error { _, err := s.EnsureNamespace(ctx, "ws", "new"); return err }},
+		{"SetOverride", func() error {
+			_, err := s.SetOverride(ctx, store.Override{Workspace: "ws", NamespaceID: ns.ID, Identifier: "x", Limit: 1, Duration: time.Second})
+			return err
+		}},
+		{"DeleteOverride", func() error { return s.DeleteOverride(ctx, "ws", ns.ID, "x") }},
+		{"Override", func() error { _, err := s.Override(ctx, "ws", ns.ID, "x"); return err }},
+		{"Snapshot", func() error { _, err := s.Snapshot(ctx); return err }},
+	}
+	proxy.Down()
+	for _, tc := range ops {
+		t.Run("down/"+tc.name, func(t *testing.T) {
+			if err := tc.op(); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("err %v, want ErrUnavailable", err)
+			}
+		})
+	}
+	if _, err := other.EnsureNamespace(ctx, "ws", "while-down"); err != nil {
+		t.Fatal(err)
+	}
+	drain(changes)
+	proxy.Up()
+	waitChanged(t, changes, 5*time.Second, "the change made while unreachable")
+	for _, tc := range ops {
+		t.Run("up/"+tc.name, func(t *testing.T) {
+			if err := tc.op(); err != nil && !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("after recovery: %v", err)
 			}
 		})
 	}

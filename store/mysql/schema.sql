@@ -18,3 +18,9 @@ CREATE TABLE IF NOT EXISTS {p}overrides (
     PRIMARY KEY (id),
     UNIQUE KEY {p}overrides_namespace_identifier (namespace_id, identifier)
 ) ENGINE=InnoDB;
+CREATE TABLE IF NOT EXISTS {p}version (
+    id      INT    NOT NULL,
+    version BIGINT NOT NULL,
+    PRIMARY KEY (id)
+) ENGINE=InnoDB;
+INSERT IGNORE INTO {p}version (id, version) VALUES (1, 0);

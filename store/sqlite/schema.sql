@@ -16,3 +16,8 @@ CREATE TABLE IF NOT EXISTS {p}overrides (
     updated_at   INTEGER NOT NULL,
     UNIQUE (namespace_id, identifier)
 );
+CREATE TABLE IF NOT EXISTS {p}version (
+    id      INTEGER NOT NULL PRIMARY KEY,
+    version INTEGER NOT NULL
+);
+INSERT INTO {p}version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;

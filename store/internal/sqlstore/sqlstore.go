@@ -1,13 +1,20 @@
 // Package sqlstore implements store.Store over database/sql for the SQL
 // dialects Sluice supports (SQLite and MySQL/MariaDB). The dialect packages
 // provide the schema and the few statements that differ.
+//
+// Every write runs in one transaction that also increments the single row
+// of the {p}version table, so [DB.Version] is a change marker that other
+// nodes can poll cheaply (store/mysql does).
 package sqlstore
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +28,8 @@ type Dialect struct {
 	// Name prefixes errors, e.g. "store/sqlite".
 	Name string
 	// Schema is run once by Open, statement by statement (split at ";\n").
+	// It creates {p}namespaces, {p}overrides and {p}version, and inserts the
+	// version row (id 1) unless it exists.
 	Schema string
 	// InsertNamespaceIgnore inserts (id, workspace, name, created_at) unless
 	// (workspace, name) exists.
@@ -29,6 +38,10 @@ type Dialect struct {
 	// duration_ms, created_at, updated_at) or, when (namespace_id,
 	// identifier) exists, replaces lim, duration_ms and updated_at only.
 	UpsertOverride string
+	// Unavailable, if set, reports driver-specific errors that mean the
+	// database cannot be reached or cannot serve now (beyond the generic
+	// connection errors every dialect shares).
+	Unavailable func(error) bool
 }
 
 // DB is a store.Store over one *sql.DB.
@@ -44,6 +57,7 @@ type DB struct {
 type queries struct {
 	insertNS, nsByID, nsByName, allNS          string
 	upsertOverride, override, list, del, allOv string
+	bump, version                              string
 }
 
 // Open runs the schema on db and returns a store over it. The store owns db:
@@ -70,10 +84,15 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, prefix string) (*DB, error
 		list:           r.Replace("SELECT " + ovCols + " FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier > ? ORDER BY identifier LIMIT ?"),
 		del:            r.Replace("DELETE FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier = ?"),
 		allOv:          r.Replace("SELECT " + ovCols + " FROM {p}overrides"),
+
+		bump:    r.Replace("UPDATE {p}version SET version = version + 1 WHERE id = 1"),
+		version: r.Replace("SELECT version FROM {p}version WHERE id = 1"),
 	}
 	return &DB{db: db, d: d, q: q, now: time.Now}, nil
 }
 
+// wrap prefixes err with the dialect and op; connection-class errors also
+// wrap store.ErrUnavailable. store.ErrNotFound is returned as is.
 func (s *DB) wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -81,7 +100,54 @@ func (s *DB) wrap(op string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	if s.unavailable(err) {
+		return fmt.Errorf("%s: %s: %w: %w", s.d.Name, op, store.ErrUnavailable, err)
+	}
 	return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)
+}
+
+// unavailable reports whether err means the database could not be reached
+// or could not serve: a lost or refused connection or a timeout. A caller's
+// cancellation is not an outage.
+func (s *DB) unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &ne):
+		return true
+	}
+	return s.d.Unavailable != nil && s.d.Unavailable(err)
+}
+
+// write runs fn in a transaction that first increments the version row (so
+// concurrent writers queue on that row rather than deadlock elsewhere). fn
+// returns whether it changed anything; if not, or on error, the transaction
+// is rolled back and the version stays.
+func (s *DB) write(ctx context.Context, fn func(tx *sql.Tx) (changed bool, err error)) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, s.q.bump); err != nil {
+		return err
+	}
+	changed, err := fn(tx)
+	if err != nil || !changed {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Version returns the change marker: a number that every committed write
+// increases. Equal versions mean equal contents.
+func (s *DB) Version(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.db.QueryRowContext(ctx, s.q.version).Scan(&v)
+	return v, s.wrap("version", err)
 }
 
 type scanner interface{ Scan(...any) error }
@@ -116,7 +182,15 @@ func scanOverride(r scanner) (store.Override, error) {
 
 // EnsureNamespace implements store.Store.
 func (s *DB) EnsureNamespace(ctx context.Context, workspace, name string) (store.Namespace, error) {
-	if _, err := s.db.ExecContext(ctx, s.q.insertNS, store.NewID(store.NamespaceIDPrefix), workspace, name, s.now().UnixMilli()); err != nil {
+	err := s.write(ctx, func(tx *sql.Tx) (bool, error) {
+		res, err := tx.ExecContext(ctx, s.q.insertNS, store.NewID(store.NamespaceIDPrefix), workspace, name, s.now().UnixMilli())
+		if err != nil {
+			return false, err
+		}
+		n, err := res.RowsAffected()
+		return n > 0, err
+	})
+	if err != nil {
 		return store.Namespace{}, s.wrap("ensure namespace", err)
 	}
 	ns, err := scanNS(s.db.QueryRowContext(ctx, s.q.nsByName, workspace, name))
@@ -135,8 +209,12 @@ func (s *DB) Namespace(ctx context.Context, workspace, idOrName string) (store.N
 // SetOverride implements store.Store.
 func (s *DB) SetOverride(ctx context.Context, o store.Override) (store.Override, error) {
 	now := s.now().UnixMilli()
-	if _, err := s.db.ExecContext(ctx, s.q.upsertOverride, store.NewID(store.OverrideIDPrefix), o.Workspace, o.NamespaceID,
-		o.Identifier, o.Limit, o.Duration.Milliseconds(), now, now); err != nil {
+	err := s.write(ctx, func(tx *sql.Tx) (bool, error) {
+		_, err := tx.ExecContext(ctx, s.q.upsertOverride, store.NewID(store.OverrideIDPrefix), o.Workspace, o.NamespaceID,
+			o.Identifier, o.Limit, o.Duration.Milliseconds(), now, now)
+		return err == nil, err
+	})
+	if err != nil {
 		return store.Override{}, s.wrap("set override", err)
 	}
 	got, err := s.Override(ctx, o.Workspace, o.NamespaceID, o.Identifier)
@@ -169,11 +247,15 @@ func (s *DB) ListOverrides(ctx context.Context, workspace, namespaceID, after st
 
 // DeleteOverride implements store.Store.
 func (s *DB) DeleteOverride(ctx context.Context, workspace, namespaceID, identifier string) error {
-	res, err := s.db.ExecContext(ctx, s.q.del, workspace, namespaceID, identifier)
-	if err != nil {
-		return s.wrap("delete override", err)
-	}
-	n, err := res.RowsAffected()
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) (bool, error) {
+		res, err := tx.ExecContext(ctx, s.q.del, workspace, namespaceID, identifier)
+		if err != nil {
+			return false, err
+		}
+		n, err = res.RowsAffected()
+		return n > 0, err
+	})
 	if err != nil {
 		return s.wrap("delete override", err)
 	}
