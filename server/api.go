@@ -166,14 +166,19 @@ func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
 	return out, nil, nil
 }
 
-// storeError maps a store error: ErrNotFound becomes notFound, anything
-// else a 500 (or 503 while shutting down).
+// storeError maps a store error: ErrNotFound becomes notFound, an
+// unreachable store or shutdown a 503, a store bound a 400, anything else a
+// 500.
 func storeError(err error, notFound *apiError) *apiError {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound
 	case errors.Is(err, store.ErrClosed):
 		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The server is shutting down.")
+	case errors.Is(err, store.ErrUnavailable):
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The override store is unreachable, so namespaces and overrides cannot be changed or read from it now; rate-limit decisions continue with the overrides this node already has. Retry later. ("+err.Error()+")")
+	case errors.Is(err, store.ErrLimitReached):
+		return badRequest([]FieldError{{Location: "body", Message: err.Error(), Fix: "Delete overrides the namespace no longer needs; the namespaces of a workspace are bounded too."}})
 	default:
 		e := unexpected()
 		e.Detail = "The override store failed: " + err.Error()
