@@ -107,16 +107,16 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 		return err
 	}
 	return s.do(ctx, OpAnnounce, func(ctx context.Context, t *tally) error {
-		return s.announce(ctx, t, region, now)
+		if err := s.announce(ctx, t, region, now); err != nil {
+			return err
+		}
+		t.rows = 1
+		return nil
 	})
 }
 
 func (s *Store) announce(ctx context.Context, t *tally, region string, now int64) error {
-	if err := s.exec(ctx, t, s.q.announce, []any{[]byte(region), now}); err != nil {
-		return err
-	}
-	t.rows++
-	return nil
+	return s.exec(ctx, t, s.q.announce, []any{[]byte(region), now})
 }
 
 // Pull implements [global.Store]. It reads the database clock and the number

@@ -1,11 +1,17 @@
 package mysql
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/global"
 	"github.com/sluicehq/sluice/global/globaltest"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/origin"
 )
 
 // TestConformance runs the global.Store suite with a 1µs cursor overlap:
@@ -14,4 +20,274 @@ func TestConformance(t *testing.T) {
 	globaltest.Run(t, func(t *testing.T) global.Store {
 		return openStore(t, Config{CursorOverlap: time.Microsecond})
 	})
+}
+
+var ctx = context.Background()
+
+func testCell(id string, seq int64) origin.Cell {
+	return origin.Cell{Key: origin.Key{Workspace: "ws", Namespace: "ns", Identifier: id, Duration: time.Minute}, Sequence: seq}
+}
+
+const now = globaltest.Now
+
+var seq = now/time.Minute.Milliseconds() + 1
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		bad  bool
+	}{
+		{"zero", Config{}, false},
+		{"all set", Config{TablePrefix: "g_", Timeout: time.Second, CursorOverlap: time.Second, ChunkRows: MaxChunkRows, MigrationWait: time.Second, Breaker: BreakerConfig{ConsecutiveFailures: 1, OpenTimeout: time.Second, HalfOpenProbes: 2}}, false},
+		{"prefix with a quote", Config{TablePrefix: "x`; DROP"}, true},
+		{"prefix too long", Config{TablePrefix: strings.Repeat("p", 33)}, true},
+		{"negative timeout", Config{Timeout: -1}, true},
+		{"overlap under 1µs", Config{CursorOverlap: time.Nanosecond}, true},
+		{"negative overlap", Config{CursorOverlap: -time.Second}, true},
+		{"chunk too big", Config{ChunkRows: MaxChunkRows + 1}, true},
+		{"negative chunk", Config{ChunkRows: -1}, true},
+		{"negative migration wait", Config{MigrationWait: -1}, true},
+		{"negative open timeout", Config{Breaker: BreakerConfig{OpenTimeout: -1}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if (err != nil) != tc.bad || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
+				t.Fatalf("Validate() = %v, want error: %v", err, tc.bad)
+			}
+		})
+	}
+}
+
+func TestOpenRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name, dsn string
+		cfg       Config
+	}{
+		{"bad DSN", "tcp(::", Config{}},
+		{"bad config", "root@tcp(127.0.0.1:1)/test", Config{ChunkRows: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Open(ctx, tc.dsn, tc.cfg); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Open: %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+// TestInvalidInput: the store refuses what it cannot record exactly,
+// before touching the network (no call is observed).
+func TestInvalidInput(t *testing.T) {
+	rec := &recorder{}
+	s := openStore(t, Config{Observer: rec})
+	long := strings.Repeat("x", MaxFieldBytes+1)
+	odd := testCell("x", seq)
+	odd.Duration = 1500 * time.Microsecond
+	wide := testCell(long, seq)
+	okCell := testCell("x", seq)
+	zero := testCell("x", seq)
+	zero.Duration = 0
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"sub-millisecond duration", func() error { return s.Publish(ctx, "a", []global.Count{{Cell: odd, Count: 1}}, now) }},
+		{"zero duration", func() error { return s.Publish(ctx, "a", []global.Count{{Cell: zero, Count: 1}}, now) }},
+		{"identifier too long", func() error { return s.Publish(ctx, "a", []global.Count{{Cell: wide, Count: 1}}, now) }},
+		{"region too long", func() error { return s.Announce(ctx, strings.Repeat("r", MaxRegionBytes+1), now) }},
+		{"denial region too long", func() error {
+			return s.EmitDenials(ctx, []global.Denial{{Cell: okCell, Region: strings.Repeat("r", MaxRegionBytes+1)}})
+		}},
+		{"denial identifier too long", func() error { return s.EmitDenials(ctx, []global.Denial{{Cell: wide}}) }},
+		{"pull region too long", func() error { _, err := s.Pull(ctx, strings.Repeat("r", MaxRegionBytes+1), 0, now, 1); return err }},
+		{"cleanup batch 0", func() error { _, err := s.Cleanup(ctx, now, 0); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, ErrInvalidInput) {
+				t.Fatalf("got %v, want ErrInvalidInput", err)
+			}
+		})
+	}
+	if n := len(rec.outcomes()); n != 0 {
+		t.Fatalf("invalid calls were sent: %v", rec.outcomes())
+	}
+}
+
+// dbClock reads the database clock in microseconds.
+func dbClock(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var c int64
+	if err := s.db.QueryRow(s.q.clock).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestCursorOverlap: the cursor trails the database clock by the overlap,
+// so a cell changed within it is reported again; once the overlap has
+// passed, it is not.
+func TestCursorOverlap(t *testing.T) {
+	const overlap = 300 * time.Millisecond
+	s := openStore(t, Config{CursorOverlap: overlap})
+	c := testCell("x", seq)
+	if err := s.Publish(ctx, "a", []global.Count{{Cell: c, Count: 3, ExpiresAt: now + 60_000}}, now); err != nil {
+		t.Fatal(err)
+	}
+	before := dbClock(t, s)
+	p, err := s.Pull(ctx, "b", 0, now, 1000)
+	if err != nil || len(p.Cells) != 1 {
+		t.Fatalf("first pull: %v, %v", p.Cells, err)
+	}
+	after := dbClock(t, s)
+	if lo, hi := before-overlap.Microseconds(), after-overlap.Microseconds(); int64(p.Next) < lo || int64(p.Next) > hi {
+		t.Fatalf("cursor %d, want the clock minus the overlap, in [%d, %d]", p.Next, lo, hi)
+	}
+	again, err := s.Pull(ctx, "b", p.Next, now, 1000)
+	if err != nil || len(again.Cells) != 1 {
+		t.Fatalf("a pull within the overlap reports the cell again: %v, %v", again.Cells, err)
+	}
+	time.Sleep(overlap + 50*time.Millisecond)
+	mid, err := s.Pull(ctx, "b", p.Next, now, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.Pull(ctx, "b", mid.Next, now, 1000)
+	if err != nil || len(last.Cells) != 0 {
+		t.Fatalf("a pull after the overlap: %v, %v; want nothing", last.Cells, err)
+	}
+}
+
+// TestPublishChunks: rows go out in chunks of ChunkRows, one statement each
+// after the announcement, and all of them arrive.
+func TestPublishChunks(t *testing.T) {
+	rec := &recorder{}
+	s := openStore(t, Config{ChunkRows: 7, Observer: rec})
+	var counts []global.Count
+	for i := range 20 {
+		counts = append(counts, global.Count{Cell: testCell(fmt.Sprint(i), seq), Count: int64(i + 1), ExpiresAt: now + 60_000})
+	}
+	if err := s.Publish(ctx, "a", counts, now); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	got := rec.calls[0]
+	rec.mu.Unlock()
+	if got.Op != OpPublish || got.Outcome != OutcomeOK || got.Statements != 1+3 || got.Rows != 20 {
+		t.Fatalf("observed %+v, want publish ok with 4 statements (announce + 3 chunks) and 20 rows", got)
+	}
+	p, err := s.Pull(ctx, "b", 0, now, 1000)
+	if err != nil || len(p.Cells) != 20 {
+		t.Fatalf("pulled %d cells, %v; want 20", len(p.Cells), err)
+	}
+}
+
+func TestCountRowsSortsAndMerges(t *testing.T) {
+	x, y := testCell("x", seq), testCell("y", seq)
+	rows, err := countRows("a", []global.Count{
+		{Cell: y, Count: 1, ExpiresAt: 5},
+		{Cell: x, Count: 4, ExpiresAt: 9},
+		{Cell: testCell("zero", seq), Count: 0},
+		{Cell: y, Count: 3, ExpiresAt: 2},
+		{Cell: x, Count: 2, ExpiresAt: 10},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[origin.Cell][2]int64{x: {4, 10}, y: {3, 5}}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	for i, r := range rows {
+		if w := want[r.Cell]; w != [2]int64{r.Count.Count, r.ExpiresAt} {
+			t.Fatalf("row %v = (%d, %d), want %v", r.Cell.Identifier, r.Count.Count, r.ExpiresAt, w)
+		}
+		if i > 0 && rows[i-1].key.compare(r.key) >= 0 {
+			t.Fatalf("rows not in primary-key order at %d", i)
+		}
+	}
+}
+
+func TestDenialRowsKeepFirst(t *testing.T) {
+	x, y := testCell("x", seq), testCell("y", seq)
+	rows, err := denialRows([]global.Denial{{Cell: y, Limit: 1}, {Cell: x, Limit: 2}, {Cell: y, Limit: 3}, {Cell: x, Limit: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[origin.Cell]int64{}
+	for _, r := range rows {
+		got[r.Cell] = r.Limit
+	}
+	if len(rows) != 2 || got[x] != 2 || got[y] != 1 {
+		t.Fatalf("rows %v, want x:2 y:1", got)
+	}
+}
+
+// TestCleanupLock: while another session holds the cleanup lock, Cleanup
+// returns 0 at once and deletes nothing; afterwards it does the work and
+// leaves the lock free.
+func TestCleanupLock(t *testing.T) {
+	s := openStore(t, Config{})
+	expired := testCell("old", 10)
+	if err := s.Publish(ctx, "a", []global.Count{{Cell: expired, Count: 1, ExpiresAt: 12 * 60_000}}, now); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := getLock(ctx, holder, s.cleanup, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if n, err := s.Cleanup(ctx, now, 100); n != 0 || err != nil {
+		t.Fatalf("Cleanup while the lock is held = %d, %v; want 0, nil", n, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Cleanup waited %v for a held lock", d)
+	}
+	if err := releaseLock(holder, s.cleanup); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Cleanup(ctx, now, 100); n != 1 || err != nil {
+		t.Fatalf("Cleanup after release = %d, %v; want 1", n, err)
+	}
+	var free int
+	if err := s.db.QueryRow("SELECT IS_FREE_LOCK(?)", s.cleanup).Scan(&free); err != nil || free != 1 {
+		t.Fatalf("cleanup lock after Cleanup: IS_FREE_LOCK = %d, %v", free, err)
+	}
+}
+
+func TestClosedStore(t *testing.T) {
+	rec := &recorder{}
+	s := openStore(t, Config{Observer: rec})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Pull(ctx, "a", 0, now, 1)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, global.ErrUnavailable) {
+		t.Fatalf("Pull after Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if len(rec.outcomes()) != 0 {
+		t.Fatalf("calls after Close were observed: %v", rec.outcomes())
+	}
+}
+
+// TestNewKeepsCallersPool: a Store made by New leaves the pool to its
+// owner.
+func TestNewKeepsCallersPool(t *testing.T) {
+	db := testDB(t, testenv.MySQLDSN(t))
+	s, err := New(ctx, db, Config{TablePrefix: newPrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ping(); err != nil {
+		t.Fatalf("the caller's pool after Store.Close: %v", err)
+	}
 }

@@ -49,9 +49,11 @@ const (
 type Call struct {
 	Op      Op
 	Outcome Outcome
-	// Rows is the number of rows the call wrote (Publish, Announce,
-	// EmitDenials: rows sent; Cleanup: rows deleted) or read (Pull: cells;
-	// Denials: denials), counted up to the point where it failed.
+	// Rows is the number of rows the call wrote (Publish: counter rows
+	// sent, after merging duplicate cells and dropping counts under 1;
+	// Announce: 1; EmitDenials: denial rows sent; Cleanup: rows deleted) or
+	// read (Pull: cells; Denials: denials), counted up to the point where
+	// it failed.
 	Rows int
 	// Statements is the number of SQL statements the call sent.
 	Statements int
