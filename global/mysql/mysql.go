@@ -103,12 +103,15 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 // (one round trip per statement), a 5s dial timeout, 30s read and write
 // timeouts as a backstop behind contexts, and innodb_lock_wait_timeout=2 to
 // bound how long a write can wait for a row lock (see Config.CursorOverlap).
+// The driver's own messages (broken connections, which calls also return as
+// errors) go to Config.Logger at Debug level instead of standard error.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	dc, err := driver.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: DSN: %w", ErrInvalidConfig, err)
 	}
 	withDriverDefaults(dc)
+	dc.Logger = driverLogger{cfg.withDefaults().Logger}
 	connector, err := driver.NewConnector(dc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: DSN: %w", ErrInvalidConfig, err)
@@ -165,4 +168,11 @@ func (s *Store) Close() error {
 // breaker whose OpenTimeout has passed reports (and becomes) half-open.
 func (s *Store) BreakerState() BreakerState {
 	return breakerState(s.breaker.State())
+}
+
+// driverLogger passes go-sql-driver/mysql's messages to a slog.Logger.
+type driverLogger struct{ log *slog.Logger }
+
+func (l driverLogger) Print(v ...any) {
+	l.log.Debug("global/mysql: driver: " + fmt.Sprint(v...))
 }
