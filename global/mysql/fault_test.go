@@ -38,12 +38,16 @@ func faultStore(t *testing.T, cfg Config) (*Store, *testenv.Proxy, *recorder) {
 func faultCalls(s *Store) map[Op]func(context.Context) error {
 	c := testCell("fault", seq)
 	return map[Op]func(context.Context) error{
-		OpPublish:     func(ctx context.Context) error { return s.Publish(ctx, "a", []global.Count{{Cell: c, Count: 1, ExpiresAt: now + 60_000}}, now) },
-		OpAnnounce:    func(ctx context.Context) error { return s.Announce(ctx, "a", now) },
-		OpPull:        func(ctx context.Context) error { _, err := s.Pull(ctx, "b", 0, now, 1000); return err },
-		OpEmitDenials: func(ctx context.Context) error { return s.EmitDenials(ctx, []global.Denial{{Cell: c, Limit: 1, ExpiresAt: now + 60_000}}) },
-		OpDenials:     func(ctx context.Context) error { _, _, err := s.Denials(ctx, 0, now); return err },
-		OpCleanup:     func(ctx context.Context) error { _, err := s.Cleanup(ctx, 0, 10); return err },
+		OpPublish: func(ctx context.Context) error {
+			return s.Publish(ctx, "a", []global.Count{{Cell: c, Count: 1, ExpiresAt: now + 60_000}}, now)
+		},
+		OpAnnounce: func(ctx context.Context) error { return s.Announce(ctx, "a", now) },
+		OpPull:     func(ctx context.Context) error { _, err := s.Pull(ctx, "b", 0, now, 1000); return err },
+		OpEmitDenials: func(ctx context.Context) error {
+			return s.EmitDenials(ctx, []global.Denial{{Cell: c, Limit: 1, ExpiresAt: now + 60_000}})
+		},
+		OpDenials: func(ctx context.Context) error { _, _, err := s.Denials(ctx, 0, now); return err },
+		OpCleanup: func(ctx context.Context) error { _, err := s.Cleanup(ctx, 0, 10); return err },
 	}
 }
 

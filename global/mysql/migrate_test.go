@@ -21,8 +21,8 @@ type countingHandler struct {
 }
 
 func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h countingHandler) WithGroup(string) slog.Handler           { return h }
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h countingHandler) WithGroup(string) slog.Handler            { return h }
 func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, h.substr) {
 		h.n.Add(1)
@@ -144,7 +144,7 @@ func TestMigrateLaterVersion(t *testing.T) {
 			t.Fatalf("%s: applied %v, %v; want %s", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := db.Exec("INSERT INTO "+prefix+"regions (region, last_seen, note) VALUES ('r', 1, 'v2')"); err != nil {
+	if _, err := db.Exec("INSERT INTO " + prefix + "regions (region, last_seen, note) VALUES ('r', 1, 'v2')"); err != nil {
 		t.Fatalf("v2's column: %v", err)
 	}
 }
