@@ -37,24 +37,36 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	for i := range qs {
 		q := &qs[i]
 		cur, prev := l.cellsFor(ctx, q)
+		if l.strictAtOrigin(q, cur, prev) {
+			// The batch is decided locally, all-or-nothing; in strict mode
+			// it first reads the origin, once for concurrent callers.
+			l.sharedRead(ctx, q, ReadStrict, cur)
+			prev = l.cells.load(q.hash, q.previous())
+		}
 		curs[i] = cur
 		o := l.apply(q, cur, prev, true)
 		out[i] = q.response(o)
 		passed = passed && o.Success
 	}
 
-	// Commit or roll back what passed. A rollback lowers the count before
-	// the speculative mark, so regional-speculative never shows the cost.
+	// Commit or roll back what passed, under each cell's lock so that a
+	// merge sees the cost either speculative or pending, never both or
+	// neither.
 	for i, q := range qs {
 		if !out[i].Success || q.cost == 0 {
 			continue
 		}
-		if passed {
-			curs[i].speculative.Add(-q.cost)
-			l.accepted(curs[i], q.cost)
-		} else {
-			curs[i].regional.Add(-q.cost)
-			curs[i].speculative.Add(-q.cost)
+		c := curs[i]
+		c.lock()
+		c.speculative.Add(-q.cost)
+		if passed && l.replay != nil {
+			c.pending.Add(q.cost)
+		} else if !passed {
+			c.regional.Add(-q.cost)
+		}
+		c.unlock()
+		if passed && l.replay != nil {
+			l.replay.mark(c)
 		}
 	}
 	if passed {

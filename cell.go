@@ -2,7 +2,7 @@ package sluice
 
 import (
 	"hash/maphash"
-	"sync"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/hashtrie"
@@ -11,8 +11,11 @@ import (
 
 // cell is the local state of one fixed window cell of one counter. Every field
 // is read and written with atomics. A cell is created once and never copied.
-// It is kept small (with its key it fits the 144-byte size class): the lock
-// that serialises a cold cell's hydration lives in cellTable, striped.
+//
+// regional and speculative change together under the cell's lock (flagLocked)
+// whenever speculative is involved: a batch's speculative increment, its
+// commit or rollback, and a merge of origin totals. A single request's
+// increment only CASes regional and takes no lock.
 type cell struct {
 	// regional is this region's count, including speculative increments.
 	regional atomic.Int64
@@ -29,7 +32,10 @@ type cell struct {
 	// syncedAt is the Unix ms of the last origin read or replay of this cell;
 	// 0 while the cell is cold (never read from the origin).
 	syncedAt atomic.Int64
-	// flags holds flagDirty and flagRefreshing.
+	// backoffUntil is the Unix ms until which strict-mode requests of this
+	// cell are decided locally, after an origin decision failed.
+	backoffUntil atomic.Int64
+	// flags holds flagDirty, flagRefreshing and flagLocked.
 	flags atomic.Uint32
 	// next links the cell in the replay queue while it is dirty.
 	next *cell
@@ -38,6 +44,7 @@ type cell struct {
 const (
 	flagDirty      uint32 = 1 << iota // queued for replay
 	flagRefreshing                    // a freshness refresh is in flight
+	flagLocked                        // regional and speculative are changing together
 )
 
 // setFlag sets f and reports whether this call set it.
@@ -47,6 +54,28 @@ func (c *cell) setFlag(f uint32) bool {
 
 func (c *cell) clearFlag(f uint32) {
 	c.flags.And(^f)
+}
+
+// lock takes the cell's lock, a bit of flags: it is held for a few atomic
+// operations, never across a call, so waiters spin.
+func (c *cell) lock() {
+	for {
+		old := c.flags.Load()
+		if old&flagLocked == 0 && c.flags.CompareAndSwap(old, old|flagLocked) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+func (c *cell) unlock() { c.clearFlag(flagLocked) }
+
+// importedCount returns the other regions' count of the cell (0 for nil).
+func (c *cell) importedCount() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.imported.Load()
 }
 
 // count returns the cell's usage: regional plus imported.
@@ -70,8 +99,12 @@ func (c *cell) strict() int64 {
 
 // merge raises the regional count to an origin total, keeping the local
 // increments the origin has not seen yet (pending and speculative). Counts
-// only grow: a lower total changes nothing.
+// only grow: a lower total changes nothing. It holds the cell's lock, so it
+// never sees a speculative increment in one of regional and speculative but
+// not yet in the other.
 func (c *cell) merge(total int64) {
+	c.lock()
+	defer c.unlock()
 	for {
 		local := c.regional.Load()
 		want := total + c.pending.Load() + c.speculative.Load()
@@ -91,24 +124,11 @@ func (c *cell) raiseStrict(until int64) {
 	}
 }
 
-// hydrationStripes is the number of locks that serialise hydrations. Two cold
-// cells share a lock with probability 1/hydrationStripes.
-const hydrationStripes = 1024
-
 // cellTable is the flat concurrent map of all live cells, keyed by
 // (workspace, namespace, identifier, duration, sequence).
 type cellTable struct {
 	seed maphash.Seed
 	m    *hashtrie.Map[origin.Cell, cell]
-	// hydrating makes the first origin read of a cold cell single-flight:
-	// the cell's hash picks the lock. Only cold cells take it.
-	hydrating [hydrationStripes]sync.Mutex
-}
-
-// hydrationLock returns the lock that serialises the hydration of cell seq
-// of the identity hashed h.
-func (t *cellTable) hydrationLock(h uint64, seq int64) *sync.Mutex {
-	return &t.hydrating[cellHash(h, seq)%hydrationStripes]
 }
 
 func newCellTable() *cellTable {
@@ -150,9 +170,9 @@ func (t *cellTable) load(h uint64, c origin.Cell) *cell {
 	return t.m.Load(cellHash(h, c.Sequence), c)
 }
 
-// loadOrCreate returns the cell, creating it if needed; warm reports whether
-// it already existed, synced marks a new cell as already in sync with the
-// origin (true when the limiter is its own origin).
+// loadOrCreate returns the cell, creating it if needed; synced is the
+// syncedAt of a new cell (non-zero when the limiter is its own origin, or
+// the cell's counts come from an origin read).
 func (t *cellTable) loadOrCreate(h uint64, c origin.Cell, synced int64) *cell {
 	v, _ := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
 		v.syncedAt.Store(synced)

@@ -12,7 +12,8 @@ import (
 // Defaults applied by [New] to the zero fields of a [Config].
 const (
 	DefaultRegion          = "local"
-	DefaultHydrateTimeout  = 250 * time.Millisecond
+	DefaultOriginTimeout   = 250 * time.Millisecond
+	DefaultOriginBackoff   = time.Second
 	DefaultRefreshAfter    = 5 * time.Second
 	DefaultReplayWorkers   = 8
 	DefaultReplayBatch     = 256
@@ -50,10 +51,16 @@ type Config struct {
 	// Default: none.
 	Observer Observer
 
-	// HydrateTimeout bounds a synchronous origin read: the hydration of a
-	// cold counter, a strict-mode read, a freshness refresh. On timeout the
-	// decision is made from local state. Default 250ms.
-	HydrateTimeout time.Duration
+	// OriginTimeout bounds every synchronous origin call: the hydration of
+	// a cold counter, a freshness refresh, a strict-mode decision. On
+	// timeout the decision is made from local state. Default 250ms.
+	OriginTimeout time.Duration
+
+	// OriginBackoff is how long a counter's strict-mode requests are
+	// decided locally after an origin decision failed, so that a hanging
+	// origin costs each counter at most one OriginTimeout per
+	// OriginBackoff. Default 1s.
+	OriginBackoff time.Duration
 
 	// RefreshAfter is how old a warm counter's last origin read may get
 	// before one request refreshes it (the others go on with the local
@@ -102,7 +109,8 @@ func (c Config) withDefaults() Config {
 	if c.Observer == nil {
 		c.Observer = NopObserver{}
 	}
-	setDefault(&c.HydrateTimeout, DefaultHydrateTimeout)
+	setDefault(&c.OriginTimeout, DefaultOriginTimeout)
+	setDefault(&c.OriginBackoff, DefaultOriginBackoff)
 	setDefault(&c.RefreshAfter, DefaultRefreshAfter)
 	setDefault(&c.ReplayWorkers, DefaultReplayWorkers)
 	setDefault(&c.ReplayBatch, DefaultReplayBatch)
@@ -127,7 +135,8 @@ func (c Config) Validate() error {
 		name string
 		bad  bool
 	}{
-		{"HydrateTimeout", c.HydrateTimeout < 0},
+		{"OriginTimeout", c.OriginTimeout < 0},
+		{"OriginBackoff", c.OriginBackoff < 0},
 		{"RefreshAfter", c.RefreshAfter < 0},
 		{"ReplayWorkers", c.ReplayWorkers < 0},
 		{"ReplayBatch", c.ReplayBatch < 0},

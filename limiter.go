@@ -9,10 +9,13 @@
 // default makes exactly the decisions of that model (see docs/consistency.md).
 //
 // Decisions never wait on the network except for a counter's first decision
-// (a cold counter is hydrated from the regional origin, with a timeout) and
-// while a counter is in strict mode after a denial. Accepted increments are
-// replayed to the origin asynchronously, coalesced per cell. A failing origin
-// degrades the limiter to local decisions; it never fails a request.
+// (a cold counter is hydrated from the regional origin), a periodic refresh of
+// a warm one, and, while a counter is in strict mode after a denial, a
+// request its local view would admit: the origin then decides it atomically.
+// A denial never waits: the local view never exceeds what the region has
+// admitted, so what it denies the region would deny too. Accepted increments
+// are replayed to the origin asynchronously, coalesced per cell. A failing
+// origin degrades the limiter to local decisions; it never fails a request.
 //
 //	l, err := sluice.New(sluice.Config{}) // embedded default
 //	res, err := l.Ratelimit(ctx, sluice.Request{
@@ -23,16 +26,22 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/flight"
 	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
 // ErrClosed is returned by decisions on a [Limiter] after Close.
 var ErrClosed = errors.New("sluice: limiter closed")
+
+// ErrNotFlushed is returned, wrapped with what was lost, by Close when
+// accepted increments could not be replayed to the origin in time.
+var ErrNotFlushed = errors.New("sluice: increments not flushed")
 
 // Limiter makes rate-limit decisions. It is safe for concurrent use by many
 // goroutines. Create one with [New] and release it with Close.
@@ -42,8 +51,12 @@ type Limiter struct {
 	cells  *cellTable
 	replay *replayer // nil without an origin
 
+	reads    flight.Group[origin.Cell] // hydrations and strict reads, one per cell
+	deciders deciders                  // strict-mode decisions at the origin
+
 	closed    atomic.Bool
 	closeOnce sync.Once
+	closeErr  error
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 }
@@ -69,20 +82,29 @@ func New(cfg Config) (*Limiter, error) {
 // Close stops the background goroutines after replaying every pending
 // increment to the origin (bounded by FlushTimeout). It is idempotent.
 // Decisions that start after Close return ErrClosed; stop sending requests
-// before calling it so that every accepted increment is replayed.
+// before calling it so that every accepted increment is replayed. If some
+// increments could not be replayed, Close returns an error wrapping
+// [ErrNotFlushed] that says how many (every call returns the same error).
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
+		l.reads.Wait()
+		l.deciders.wait()
 		l.cancel()
 		l.wg.Wait()
+		if l.replay != nil {
+			if cells, lost := l.replay.lost(); cells > 0 {
+				l.closeErr = fmt.Errorf("%w: %d increments of %d cells", ErrNotFlushed, lost, cells)
+			}
+		}
 	})
-	return nil
+	return l.closeErr
 }
 
 // Ratelimit decides one request. Invalid requests return an error wrapping
 // [ErrInvalidRequest]; a denial is a Response with Success false, not an
 // error. Origin failures never surface here: the decision falls back to local
-// state. ctx bounds the synchronous origin reads this call may make.
+// state. ctx bounds the synchronous origin calls this call may wait for.
 func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	if l.closed.Load() {
 		return Response{}, ErrClosed
@@ -92,6 +114,11 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	cur, prev := l.cellsFor(ctx, &q)
+	if l.strictAtOrigin(&q, cur, prev) {
+		if o, ok := l.decideAtOrigin(ctx, &q, cur, prev); ok {
+			return q.response(o), nil
+		}
+	}
 	o := l.apply(&q, cur, prev, false)
 	if o.Success && q.cost > 0 {
 		l.accepted(cur, q.cost)
@@ -99,27 +126,46 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	return q.response(o), nil
 }
 
+// strictAtOrigin reports whether q must be decided by the origin: its counter
+// is in strict mode, it spends something, the origin has not failed this
+// cell recently, and the local view would admit it. A request the local view
+// denies is denied locally (apply does it), because the local view never
+// exceeds what the region has admitted.
+func (l *Limiter) strictAtOrigin(q *resolved, cur, prev *cell) bool {
+	if l.origin == nil || q.cost == 0 || max(cur.strict(), prev.strict()) <= q.t {
+		return false
+	}
+	if cur.backoffUntil.Load() > q.t {
+		return false
+	}
+	return q.decide(cur.count(), prev.count()).Success
+}
+
 // apply decides q on its cells and, if it passes, adds its cost to the
 // current cell with one CAS, deciding again when another request changed the
 // count since it was read. A denial changes no count and starts strict mode.
-// With speculative, the cost is announced in cur.speculative before the
-// count can include it, so that whoever reads regional-speculative never sees
-// it, and stays there until the caller commits or rolls back.
+// With speculative, the cost is also recorded in cur.speculative, under the
+// cell's lock and together with the count, so that a merge never sees one
+// without the other; it stays there until the caller commits or rolls back.
 func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.Outcome {
-	if speculative {
-		cur.speculative.Add(q.cost)
+	if speculative && q.cost > 0 {
+		cur.lock()
+		defer cur.unlock()
 	}
 	for {
 		regional := cur.regional.Load()
 		o := q.decide(regional+cur.imported.Load(), prev.count())
 		if !o.Success {
-			if speculative {
-				cur.speculative.Add(-q.cost)
-			}
 			l.denied(q, cur)
 			return o
 		}
-		if q.cost == 0 || cur.regional.CompareAndSwap(regional, regional+q.cost) {
+		if q.cost == 0 {
+			return o
+		}
+		if cur.regional.CompareAndSwap(regional, regional+q.cost) {
+			if speculative {
+				cur.speculative.Add(q.cost)
+			}
 			return o
 		}
 	}
@@ -133,7 +179,7 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 // cellsFor returns the current cell of q's counter, created if needed, and
 // the previous cell if it exists. With an origin it first brings them in line
 // with the origin where the rules ask for a synchronous read: a cold current
-// cell, strict mode, or a stale warm cell.
+// cell, or a warm cell whose last read is older than RefreshAfter.
 func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 	q.hash = l.cells.keyHash(q.key)
 	curKey, prevKey := q.current(), q.previous()
@@ -145,9 +191,7 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 	prev = l.cells.load(q.hash, prevKey)
 	switch synced := cur.syncedAt.Load(); {
 	case synced == 0:
-		l.hydrate(ctx, q, cur)
-	case max(cur.strict(), prev.strict()) > q.t:
-		l.read(ctx, q, ReadStrict, cur)
+		l.sharedRead(ctx, q, ReadHydrate, cur)
 	case q.t-synced >= l.cfg.RefreshAfter.Milliseconds() && cur.setFlag(flagRefreshing):
 		l.read(ctx, q, ReadRefresh, cur)
 		cur.clearFlag(flagRefreshing)
@@ -160,39 +204,57 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 	return cur, prev
 }
 
-// hydrate performs the first origin read of a cold cell. Concurrent callers
-// wait for the one read in flight (single flight), bounded by HydrateTimeout.
-func (l *Limiter) hydrate(ctx context.Context, q *resolved, cur *cell) {
-	mu := l.cells.hydrationLock(q.hash, q.pos.Seq)
-	mu.Lock()
-	defer mu.Unlock()
-	if cur.syncedAt.Load() != 0 {
-		return
-	}
-	l.read(ctx, q, ReadHydrate, cur)
+// sharedRead reads cur's counter from the origin once for every concurrent
+// caller (single flight per cell). A caller waits for the read at most until
+// its ctx ends; giving up does not cancel the read for the others. A cold
+// cell that another caller has hydrated meanwhile is not read again.
+func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason ReadReason, cur *cell) {
+	detached := context.WithoutCancel(ctx) // keeps the caller's trace, not its deadline
+	rq := *q
+	l.reads.Do(ctx, q.current(), func() {
+		if reason == ReadHydrate && cur.syncedAt.Load() != 0 {
+			return
+		}
+		l.read(detached, &rq, reason, cur)
+	})
 }
 
 // read loads the current and previous cells of q's counter from the origin in
-// one round trip and merges them into local state. On failure the cell is
-// still marked as read, so a failing origin costs each counter at most one
-// timeout per RefreshAfter; decisions go on from local state.
+// one round trip, bounded by OriginTimeout, and merges them into local
+// state. On failure the cell is still marked as read, so a failing origin
+// costs each counter at most one timeout per RefreshAfter; decisions go on
+// from local state.
 func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur *cell) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.HydrateTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OriginTimeout)
 	defer cancel()
 	start := time.Now()
 	counts, err := l.origin.Load(ctx, q.key, q.pos.Seq)
 	l.cfg.Observer.OriginRead(reason, time.Since(start), err)
 	if err == nil {
-		cur.merge(counts.Current)
-		if counts.Previous > 0 {
-			prev := l.cells.loadOrCreate(q.hash, q.previous(), max(q.t, 1))
-			prev.merge(counts.Previous)
-		}
-	} else if !errors.Is(ctx.Err(), context.Canceled) { // the caller gave up: nothing to report
-		l.cfg.Logger.Debug("sluice: origin read failed; deciding locally",
-			"reason", reason, "namespace", q.key.Namespace, "err", err)
+		l.mergeCounts(q, cur, counts)
+	} else {
+		l.originFailed(q, reason, err)
 	}
 	cur.syncedAt.Store(max(q.t, 1))
+}
+
+// mergeCounts raises q's current and previous cells to the origin's totals.
+func (l *Limiter) mergeCounts(q *resolved, cur *cell, counts origin.Counts) {
+	cur.merge(counts.Current)
+	if counts.Previous > 0 {
+		prev := l.cells.loadOrCreate(q.hash, q.previous(), max(q.t, 1))
+		prev.merge(counts.Previous)
+	}
+}
+
+// originFailed logs a failed synchronous origin call at debug level (a
+// failing origin shows in metrics and in the origin's own logs).
+func (l *Limiter) originFailed(q *resolved, reason ReadReason, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the caller gave up: nothing to report
+	}
+	l.cfg.Logger.Debug("sluice: origin call failed; deciding locally",
+		"reason", reason, "namespace", q.key.Namespace, "err", err)
 }
 
 // denied records a denial: the counter enters strict mode until t+d, unless

@@ -219,7 +219,7 @@ func TestConcurrentAdmitsExactlyLimit(t *testing.T) {
 // countingOrigin wraps a real origin and counts the calls made to it.
 type countingOrigin struct {
 	origin.Origin
-	loads, applies atomic.Int64
+	loads, applies, decides atomic.Int64
 }
 
 func (c *countingOrigin) Load(ctx context.Context, k origin.Key, seq int64) (origin.Counts, error) {
@@ -232,51 +232,55 @@ func (c *countingOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64,
 	return c.Origin.Apply(ctx, ds)
 }
 
-// TestStrictModeReadsOrigin checks that a denial makes every following
-// decision on the counter read the origin, across the cell rollover, until
-// t+d; and that a cost above the limit does not start strict mode.
-func TestStrictModeReadsOrigin(t *testing.T) {
+func (c *countingOrigin) Decide(ctx context.Context, ch origin.Check) (origin.Verdict, error) {
+	c.decides.Add(1)
+	return c.Origin.Decide(ctx, ch)
+}
+
+// calls returns the synchronous calls made so far: loads and decisions.
+func (c *countingOrigin) calls() int64 { return c.loads.Load() + c.decides.Load() }
+
+// TestStrictModeDecidesAtOrigin checks that after a denial, and until t+d
+// across the cell rollover, a request the local view would admit is decided
+// by the origin, while denials and peeks never wait on it; and that a cost
+// above the limit does not start strict mode.
+func TestStrictModeDecidesAtOrigin(t *testing.T) {
 	store := &countingOrigin{Origin: memory.New(nil)}
 	l := newLimiter(t, sluice.Config{Origin: store, RefreshAfter: time.Hour})
 	ctx := context.Background()
 	const d = time.Second
-	decide := func(cost int64, ms int64) sluice.Response {
-		t.Helper()
-		res, err := l.Ratelimit(ctx, req("u", 2, cost, d, at(ms)))
+	steps := []struct {
+		name        string
+		cost, ms    int64
+		success     bool
+		loads, decs int64
+	}{
+		{"cold counter hydrates", 1, 10_000, true, 1, 0},
+		{"warm counter", 1, 10_100, true, 0, 0},
+		{"cost above the limit", 5, 10_200, false, 0, 0},
+		{"no strict mode after it", 0, 10_300, true, 0, 0},
+		{"third unit denied: strict until 11_400", 1, 10_400, false, 0, 0},
+		{"strict denial is local", 1, 10_500, false, 0, 0},
+		{"strict peek is local", 0, 10_999, true, 0, 0},
+		{"strict, previous cell still weighs 2", 1, 11_000, false, 1, 0}, // new cell hydrates
+		{"strict admission goes to the origin", 1, 11_399, true, 0, 1},   // prev weighs floor(2*601/1000) = 1
+		{"strict mode over: local again", 0, 11_400, true, 0, 0},
+	}
+	for _, st := range steps {
+		loads, decs := store.loads.Load(), store.decides.Load()
+		res, err := l.Ratelimit(ctx, req("u", 2, st.cost, d, at(st.ms)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res
-	}
-	loadsAfter := func(cost int64, ms int64) int64 {
-		t.Helper()
-		before := store.loads.Load()
-		decide(cost, ms)
-		return store.loads.Load() - before
-	}
-	if n := loadsAfter(1, 10_000); n != 1 {
-		t.Fatalf("cold counter: %d origin reads, want 1 (hydration)", n)
-	}
-	if n := loadsAfter(1, 10_100); n != 0 {
-		t.Fatalf("warm counter: %d origin reads, want 0", n)
-	}
-	if n := loadsAfter(5, 10_200); n != 0 {
-		t.Fatalf("denial by cost above limit: %d reads, want 0", n)
-	}
-	if n := loadsAfter(0, 10_300); n != 0 {
-		t.Fatalf("after a cost-above-limit denial strict mode must not start: %d reads", n)
-	}
-	if res := decide(1, 10_400); res.Success {
-		t.Fatal("third unit at limit 2 passed")
-	}
-	// Strict until 10_400 + 1000 = 11_400, across the rollover at 11_000.
-	for _, ms := range []int64{10_500, 10_999, 11_000, 11_399} {
-		if n := loadsAfter(0, ms); n != 1 {
-			t.Fatalf("strict decision at %d: %d origin reads, want 1", ms, n)
+		if res.Success != st.success {
+			t.Errorf("%s: success %v, want %v", st.name, res.Success, st.success)
 		}
-	}
-	if n := loadsAfter(0, 11_400); n != 0 {
-		t.Fatalf("after the strict deadline: %d reads, want 0", n)
+		if n := store.loads.Load() - loads; n != st.loads {
+			t.Errorf("%s: %d origin reads, want %d", st.name, n, st.loads)
+		}
+		if n := store.decides.Load() - decs; n != st.decs {
+			t.Errorf("%s: %d origin decisions, want %d", st.name, n, st.decs)
+		}
 	}
 }
 

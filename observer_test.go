@@ -46,12 +46,15 @@ func TestObserverSeesOriginTraffic(t *testing.T) {
 		id       string
 		cost, ms int64
 	}{
-		{"u", 1, 1_000}, // cold: hydrate
-		{"u", 1, 1_100}, // warm: no read
-		{"u", 1, 1_200}, // denied at limit 2: strict from now on
-		{"u", 0, 1_300}, // strict read
-		{"v", 0, 1_000}, // cold: hydrate
-		{"v", 0, 2_500}, // warm but older than RefreshAfter: refresh
+		{"u", 1, 1_000},  // cold: hydrate
+		{"u", 1, 1_100},  // warm: no read
+		{"u", 1, 1_200},  // denied at limit 2: strict from now on
+		{"u", 0, 1_300},  // strict peek: decided locally
+		{"w", 2, 1_000},  // cold: hydrate
+		{"w", 1, 1_100},  // denied: strict until 11_100
+		{"w", 1, 10_900}, // next cell: hydrate; the previous weighs 1, so the origin decides
+		{"v", 0, 1_000},  // cold: hydrate
+		{"v", 0, 2_500},  // warm but older than RefreshAfter: refresh
 	} {
 		if _, err := l.Ratelimit(ctx, req(step.id, 2, step.cost, 10*time.Second, at(step.ms))); err != nil {
 			t.Fatal(err)
@@ -62,7 +65,7 @@ func TestObserverSeesOriginTraffic(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	want := map[sluice.ReadReason]int{sluice.ReadHydrate: 2, sluice.ReadStrict: 1, sluice.ReadRefresh: 1}
+	want := map[sluice.ReadReason]int{sluice.ReadHydrate: 4, sluice.ReadStrict: 1, sluice.ReadRefresh: 1}
 	for reason, n := range want {
 		if rec.reads[reason] != n {
 			t.Errorf("%s reads = %d, want %d (all: %v)", reason, rec.reads[reason], n, rec.reads)

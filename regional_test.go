@@ -174,7 +174,7 @@ func TestRegionFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			server := testenv.StartRedis(t)
 			proxy := testenv.NewProxy(t, server.Addr)
-			node := newRegionNode(t, proxy.Addr(), sluice.Config{HydrateTimeout: readTimeout, ReplayTimeout: readTimeout})
+			node := newRegionNode(t, proxy.Addr(), sluice.Config{OriginTimeout: readTimeout, ReplayTimeout: readTimeout})
 			ctx := context.Background()
 			ids := make([]string, 20)
 			for i := range ids {

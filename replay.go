@@ -146,15 +146,19 @@ func (r *replayer) final(jobs chan<- replayJob) {
 		}
 		time.Sleep(min(r.backoff(), time.Until(deadline)))
 	}
-	var lost, cells int64
-	for c := r.head.Load(); c != nil; c = c.next {
-		lost += c.pending.Load()
-		cells++
-	}
-	if cells > 0 {
+	if cells, lost := r.lost(); cells > 0 {
 		r.l.cfg.Logger.Error("sluice: origin unreachable at close; increments not replayed",
 			"cells", cells, "increments", lost)
 	}
+}
+
+// lost returns the cells still queued for replay and their increments.
+func (r *replayer) lost() (cells, increments int64) {
+	for c := r.head.Load(); c != nil; c = c.next {
+		increments += c.pending.Load()
+		cells++
+	}
+	return cells, increments
 }
 
 // flush replays the pending deltas of cells in one origin call.

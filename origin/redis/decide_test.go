@@ -14,6 +14,15 @@ import (
 	"github.com/sluicehq/sluice/origin"
 )
 
+// asks builds asks from (limit, cost) pairs.
+func asks(limitCost ...int64) []origin.Ask {
+	out := make([]origin.Ask, 0, len(limitCost)/2)
+	for i := 0; i+1 < len(limitCost); i += 2 {
+		out = append(out, origin.Ask{Limit: limitCost[i], Cost: limitCost[i+1]})
+	}
+	return out
+}
+
 // seedCell sets a cell's count directly, as earlier replays would have.
 func seedCell(t *testing.T, o *Origin, c origin.Cell, n int64) {
 	t.Helper()
@@ -55,18 +64,18 @@ func TestDecideMatchesWindowArithmetic(t *testing.T) {
 		imported  origin.Counts
 		asks      []origin.Ask
 	}{
-		{name: "fresh counter admits up to the limit", d: time.Minute, asks: []origin.Ask{{10, 4}, {10, 4}, {10, 4}}},
-		{name: "last unit", d: time.Minute, cur: 9, asks: []origin.Ask{{10, 1}, {10, 1}}},
-		{name: "pending counts before the asks", d: time.Minute, cur: 5, pending: 5, asks: []origin.Ask{{10, 1}}},
-		{name: "previous cell weighs by the time left", d: 10 * time.Second, elapsed: 2500, prev: 8, asks: []origin.Ask{{10, 4}, {10, 4}}},
-		{name: "imported counts take part", d: time.Minute, elapsed: 30000, cur: 2, imported: origin.Counts{Current: 3, Previous: 6}, asks: []origin.Ask{{10, 2}, {10, 1}}},
-		{name: "limit zero", d: time.Second, asks: []origin.Ask{{0, 1}}},
-		{name: "cost above the limit, then one that fits", d: time.Second, asks: []origin.Ask{{5, 6}, {5, 5}}},
-		{name: "last millisecond of a cell", d: time.Minute, elapsed: 59999, prev: 60000, asks: []origin.Ask{{2, 1}, {2, 1}}},
-		{name: "thirty-day window, huge previous cell", d: thirtyDays, elapsed: 1, prev: big - 5, asks: []origin.Ask{{big, 1}}},
-		{name: "thirty-day window, weight just under the limit", d: thirtyDays, elapsed: 1_296_000_000, prev: 2 * (big / 2), asks: []origin.Ask{{big/2 + 3, 3}, {big/2 + 3, 1}}},
-		{name: "longest window a Duration holds", d: math.MaxInt64 / time.Millisecond * time.Millisecond, elapsed: 1<<42 + 12345, prev: big, asks: []origin.Ask{{big, 1 << 51}, {big, 1}}},
-		{name: "limits near 2^53", d: time.Hour, elapsed: 1, cur: big - 10, asks: []origin.Ask{{big, 9}, {big, 1}, {big, 1}}},
+		{name: "fresh counter admits up to the limit", d: time.Minute, asks: asks(10, 4, 10, 4, 10, 4)},
+		{name: "last unit", d: time.Minute, cur: 9, asks: asks(10, 1, 10, 1)},
+		{name: "pending counts before the asks", d: time.Minute, cur: 5, pending: 5, asks: asks(10, 1)},
+		{name: "previous cell weighs by the time left", d: 10 * time.Second, elapsed: 2500, prev: 8, asks: asks(10, 4, 10, 4)},
+		{name: "imported counts take part", d: time.Minute, elapsed: 30000, cur: 2, imported: origin.Counts{Current: 3, Previous: 6}, asks: asks(10, 2, 10, 1)},
+		{name: "limit zero", d: time.Second, asks: asks(0, 1)},
+		{name: "cost above the limit, then one that fits", d: time.Second, asks: asks(5, 6, 5, 5)},
+		{name: "last millisecond of a cell", d: time.Minute, elapsed: 59999, prev: 60000, asks: asks(2, 1, 2, 1)},
+		{name: "thirty-day window, huge previous cell", d: thirtyDays, elapsed: 1, prev: big - 5, asks: asks(big, 1)},
+		{name: "thirty-day window, weight just under the limit", d: thirtyDays, elapsed: 1_296_000_000, prev: 2 * (big / 2), asks: asks(big/2 + 3, 3, big/2 + 3, 1)},
+		{name: "longest window a Duration holds", d: math.MaxInt64 / time.Millisecond * time.Millisecond, elapsed: 1<<42 + 12345, prev: big, asks: asks(big, 1 << 51, big, 1)},
+		{name: "limits near 2^53", d: time.Hour, elapsed: 1, cur: big - 10, asks: asks(big, 9, big, 1, big, 1)},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,8 +140,8 @@ func TestDecideRejectsInexactChecks(t *testing.T) {
 		c    origin.Check
 		want error
 	}{
-		{"limit of 2^53", origin.Check{Key: key, Asks: []origin.Ask{{1 << 53, 1}}}, ErrInexact},
-		{"cost of 2^53", origin.Check{Key: key, Asks: []origin.Ask{{1, 1 << 53}}}, ErrInexact},
+		{"limit of 2^53", origin.Check{Key: key, Asks: asks(1 << 53, 1)}, ErrInexact},
+		{"cost of 2^53", origin.Check{Key: key, Asks: asks(1, 1 << 53)}, ErrInexact},
 		{"pending of 2^53", origin.Check{Key: key, Pending: 1 << 53}, ErrInexact},
 		{"elapsed past the cell", origin.Check{Key: key, Elapsed: 60000}, ErrInvalidCell},
 		{"no previous cell", origin.Check{Key: key, Seq: math.MinInt64}, ErrInvalidCell},
@@ -158,7 +167,7 @@ func TestDecideConcurrentNeverOverspends(t *testing.T) {
 	for range clients {
 		admitted.Go(func() {
 			for range each {
-				v, err := o.Decide(context.Background(), origin.Check{Key: key, Seq: 7, Asks: []origin.Ask{{limit, 1}}})
+				v, err := o.Decide(context.Background(), origin.Check{Key: key, Seq: 7, Asks: asks(limit, 1)})
 				if err != nil {
 					t.Error(err)
 					return
