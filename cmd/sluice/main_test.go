@@ -53,6 +53,10 @@ func TestServeValidate(t *testing.T) {
 		{"otel endpoint without host", func(c *serveCmd) { c.OTelEndpoint = "http:///v1/traces" }, "--otel-endpoint"},
 		{"sample ratio above 1", func(c *serveCmd) { c.OTelSampleRatio = 1.5 }, "--otel-sample-ratio"},
 		{"sample ratio negative", func(c *serveCmd) { c.OTelSampleRatio = -0.1 }, "--otel-sample-ratio"},
+		{"store redis without url", func(c *serveCmd) { c.Store = "redis" }, "--store redis needs --redis-url"},
+		{"store mysql without dsn", func(c *serveCmd) { c.Store = "mysql" }, "--store mysql needs --mysql-dsn"},
+		{"store sqlite without data dir", func(c *serveCmd) { c.Store, c.DataDir, c.MySQLDSN = "sqlite", "", "root@/x" }, "--data-dir"},
+		{"mysql needs no data dir", func(c *serveCmd) { c.DataDir, c.MySQLDSN = "", "root@/x" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -66,6 +70,27 @@ func TestServeValidate(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate() = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestStoreKind(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cmd  serveCmd
+		want string
+	}{
+		{"nothing set", serveCmd{}, "sqlite"},
+		{"redis url", serveCmd{RedisURL: "redis://r"}, "redis"},
+		{"mysql dsn", serveCmd{MySQLDSN: "root@/x"}, "mysql"},
+		{"mysql wins over redis", serveCmd{RedisURL: "redis://r", MySQLDSN: "root@/x"}, "mysql"},
+		{"explicit sqlite beside redis", serveCmd{RedisURL: "redis://r", Store: "sqlite"}, "sqlite"},
+		{"explicit redis beside mysql", serveCmd{RedisURL: "redis://r", MySQLDSN: "root@/x", Store: "redis"}, "redis"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.cmd.storeKind(); got != tc.want {
+				t.Fatalf("storeKind() = %q, want %q", got, tc.want)
 			}
 		})
 	}

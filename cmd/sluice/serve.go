@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysql"
+	storeredis "github.com/sluicehq/sluice/store/redis"
 	"github.com/sluicehq/sluice/store/sqlite"
 )
 
@@ -49,6 +50,7 @@ type serveCmd struct {
 	Origin          string        `enum:"memory,redis,cluster," default:"" help:"Regional origin: memory, redis or cluster (default: redis when --redis-url is set, else memory)."`
 	RedisURL        string        `name:"redis-url" help:"Redis URL (redis:// or rediss://) of the regional origin."`
 	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): stores namespaces and overrides there instead of SQLite."`
+	Store           string        `enum:"sqlite,redis,mysql," default:"" help:"Store of namespaces and overrides: sqlite (per node, in --data-dir), redis (--redis-url) or mysql (--mysql-dsn). Default: mysql when --mysql-dsn is set, else redis when --redis-url is set, else sqlite."`
 	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None: any bearer token is workspace 'default', loopback only."`
 	DataDir         string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
 	RLSConfig       string        `name:"rls-config" placeholder:"PATH" help:"File or folder of envoyproxy/ratelimit YAML: serves Envoy RLS (gRPC, h2c) on --http-addr. SIGHUP reloads it."`
@@ -86,7 +88,12 @@ func (c *serveCmd) Validate() error {
 	if c.OverrideRefresh <= 0 {
 		return errors.New("--override-refresh must be positive")
 	}
-	if c.MySQLDSN == "" && c.DataDir == "" {
+	switch {
+	case c.Store == "redis" && c.RedisURL == "":
+		return errors.New("--store redis needs --redis-url")
+	case c.Store == "mysql" && c.MySQLDSN == "":
+		return errors.New("--store mysql needs --mysql-dsn")
+	case c.storeKind() == "sqlite" && c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
 	}
 	if c.OTelEndpoint != "" {
@@ -186,7 +193,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	srv := newHTTPServer(api.Handler(), log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeName(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeKind(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
 
 	select {
 	case err := <-serveErr:
@@ -288,7 +295,7 @@ func (c *serveCmd) newObservability(ctx context.Context, log *slog.Logger, cl *c
 // newCatalog opens the store and loads its namespaces and overrides into the
 // cache that the API reads.
 func (c *serveCmd) newCatalog(ctx context.Context, log *slog.Logger, metrics *server.Metrics, cl *cleanup) (*store.Cache, error) {
-	st, err := c.openStore(ctx, log)
+	st, err := c.openStore(ctx, log, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -407,22 +414,52 @@ func (c *serveCmd) drain(srv *http.Server, serveErr <-chan error, log *slog.Logg
 	}
 }
 
-func (c *serveCmd) storeName() string {
-	if c.MySQLDSN != "" {
+// storeKind returns the store of namespaces and overrides to use: --store,
+// else mysql when --mysql-dsn is set, else redis when --redis-url is set,
+// else sqlite.
+func (c *serveCmd) storeKind() string {
+	switch {
+	case c.Store != "":
+		return c.Store
+	case c.MySQLDSN != "":
 		return "mysql"
+	case c.RedisURL != "":
+		return "redis"
+	default:
+		return "sqlite"
 	}
-	return "sqlite"
 }
 
-func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger) (store.Store, error) {
+// openStore opens the store of storeKind and logs which it is and whether
+// every node sharing the origin shares it; a per-node store beside a shared
+// origin gets a warning. The Redis store has its own client (its own pool
+// and its subscription's connection), closed at cleanup after the store.
+func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger, cl *cleanup) (store.Store, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if c.MySQLDSN != "" {
-		log.Info("store: MySQL; the global layer (--mysql-dsn) is not wired into this build, only namespaces and overrides are stored there")
-		return mysql.Open(openCtx, mysql.Config{DSN: c.MySQLDSN})
+	switch c.storeKind() {
+	case "mysql":
+		log.Info("store: MySQL, shared by every node on this database; other nodes' changes are seen within about 200ms (the global layer is not wired into this build: only namespaces and overrides are stored there)", "shared", true)
+		return mysql.Open(openCtx, mysql.Config{DSN: c.MySQLDSN, Logger: log})
+	case "redis":
+		log.Info("store: Redis, shared by every node on this Redis; other nodes' changes are announced by pub/sub", "shared", true, "redis", redactURL(c.RedisURL))
+		client, err := redis.NewClient(c.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		cl.add(func() { _ = client.Close() })
+		st, err := storeredis.New(storeredis.Config{Client: client, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		return st, nil
+	default:
+		log.Info("store: SQLite, this node only", "shared", false, "dir", c.DataDir)
+		if c.RedisURL != "" {
+			log.Warn("store: namespaces and overrides are kept per node (SQLite) while counts are shared through --redis-url: an override set through this node applies on this node only, so overrides will differ between nodes; use --store redis (or --mysql-dsn) to share them")
+		}
+		return sqlite.Open(openCtx, sqlite.Config{Dir: c.DataDir})
 	}
-	log.Info("store: SQLite", "dir", c.DataDir)
-	return sqlite.Open(openCtx, sqlite.Config{Dir: c.DataDir})
 }
 
 // redactURL hides the password of a URL for logs.
