@@ -20,9 +20,9 @@ const (
 	DefaultHalfOpenProbes      = 1
 )
 
-// MaxChunkRows bounds Config.ChunkRows: at the longest identities a row is
-// about 3 KB, so a statement stays under 4 MB, MySQL's smallest default
-// max_allowed_packet.
+// MaxChunkRows bounds Config.ChunkRows: at the longest identities a row
+// takes at most about 6 KB of statement (escaped bytes), so a statement
+// stays under 16 MB, MariaDB's default max_allowed_packet (MySQL 8: 64 MB).
 const MaxChunkRows = 1000
 
 // Limits of the stored identity, in bytes. Longer fields are rejected with

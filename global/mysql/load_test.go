@@ -38,44 +38,77 @@ func TestLoad(t *testing.T) {
 		t.Log("mariadbd not found in /proc: CPU is not measured")
 	}
 	cursors := make([]global.Cursor, len(regions))
-	for _, round := range []struct {
-		name  string
-		count int64 // every region publishes this count for every cell
+	for _, kind := range []struct {
+		name   string
+		counts []int64 // one round per entry: every region publishes this count for every cell
 	}{
-		{"insert (first publish)", 1},
-		{"update (every count grows)", 2},
-		{"update (every count grows)", 3},
-		{"update (every count grows)", 4},
-		{"no change (same counts)", 4},
-		{"no change (same counts)", 4},
+		{"insert (first publish)", []int64{1}},
+		{"update (every count grows)", []int64{2, 3, 4, 5, 6}},
+		{"no change (same counts)", []int64{6, 6, 6}},
 	} {
-		stats.reset()
-		cpu0 := cpuTicks(pid)
-		start := time.Now()
-		var wg sync.WaitGroup
-		for i, s := range stores {
-			wg.Go(func() {
-				if err := s.Publish(ctx, regions[i], loadCounts(identities, round.count), now); err != nil {
-					t.Error(err)
-				}
-			})
+		var pub, pull phase
+		for _, c := range kind.counts {
+			pub.add(stats, pid, func() { publishAll(t, stores, regions, loadCounts(identities, c)) })
+			pull.add(stats, pid, func() { pull.rows += pullAll(t, stores, regions, cursors, interval) })
 		}
-		wg.Wait()
-		pulled := 0
-		for i, s := range stores {
-			p, err := s.Pull(ctx, regions[i], cursors[i], now, interval.Milliseconds()*3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cursors[i], pulled = p.Next, pulled+len(p.Cells)
-		}
-		elapsed := time.Since(start)
-		cpu := time.Duration(cpuTicks(pid)-cpu0) * time.Second / clockTicks
-		w, st := stats.rows.Load(), stats.statements.Load()
-		t.Logf("%-28s %6d rows written, %5d cells pulled, %3d statements in %6v (%6.0f rows/s at full speed); at one round per %v: %5.0f rows/s, %4.1f statements/s, mariadbd CPU %5v per round = %4.1f%% of one core",
-			round.name, w, pulled, st, elapsed.Round(time.Millisecond), float64(w)/elapsed.Seconds(), interval,
-			float64(w)/interval.Seconds(), float64(st)/interval.Seconds(), cpu, 100*cpu.Seconds()/interval.Seconds())
+		n := len(kind.counts)
+		t.Logf("%-27s per round (mean of %d): publish %5d rows, %2d statements, %4v wall, mariadbd CPU %4v; pull %5d cells, %d statements, %4v wall, CPU %4v",
+			kind.name, n, pub.rows/n, pub.statements/n, mean(pub.wall, n), mean(pub.cpu, n),
+			pull.rows/n, pull.statements/n, mean(pull.wall, n), mean(pull.cpu, n))
+		t.Logf("%-27s at one round per %v: %5.0f rows/s written, %4.1f statements/s, mariadbd CPU %4.1f%% of one core",
+			"", interval, float64(pub.rows/n)/interval.Seconds(), float64((pub.statements+pull.statements)/n)/interval.Seconds(),
+			100*(pub.cpu+pull.cpu).Seconds()/float64(n)/interval.Seconds())
 	}
+}
+
+// mean returns d/n rounded to the millisecond.
+func mean(d time.Duration, n int) time.Duration {
+	return (d / time.Duration(n)).Round(time.Millisecond)
+}
+
+// phase sums one phase (publish or pull) over rounds.
+type phase struct {
+	rows, statements int
+	wall, cpu        time.Duration
+}
+
+// add runs fn and adds its statements (and, for a publish, rows written),
+// wall time and mariadbd CPU to p.
+func (p *phase) add(stats *loadObserver, pid int, fn func()) {
+	stats.reset()
+	cpu0, start := cpuTicks(pid), time.Now()
+	fn()
+	p.wall += time.Since(start)
+	p.cpu += time.Duration(cpuTicks(pid)-cpu0) * time.Second / clockTicks
+	p.rows += int(stats.rows.Load())
+	p.statements += int(stats.statements.Load())
+}
+
+// publishAll publishes counts from every region at once.
+func publishAll(t *testing.T, stores []*Store, regions []string, counts []global.Count) {
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() {
+			if err := s.Publish(ctx, regions[i], counts, now); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// pullAll pulls once in every region, advancing its cursor, and returns
+// the number of cells pulled.
+func pullAll(t *testing.T, stores []*Store, regions []string, cursors []global.Cursor, interval time.Duration) int {
+	n := 0
+	for i, s := range stores {
+		p, err := s.Pull(ctx, regions[i], cursors[i], now, 3*interval.Milliseconds())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursors[i], n = p.Next, n+len(p.Cells)
+	}
+	return n
 }
 
 // loadCounts returns count for each of n identities' current cells.
