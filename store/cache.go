@@ -66,6 +66,7 @@ type nsKey struct {
 type Cache struct {
 	cfg        CacheConfig
 	namespaces sync.Map // nsKey -> Namespace; namespaces are never deleted
+	counts     sync.Map // workspace -> *atomic.Int64, its namespaces in the cache
 	overrides  atomic.Pointer[map[string]*overrideIndex]
 	reloadMu   sync.Mutex // serializes reloads so a newer read is never replaced by an older one
 
@@ -163,8 +164,26 @@ func (c *Cache) Refresh(ctx context.Context) error {
 }
 
 func (c *Cache) remember(ns Namespace) {
-	c.namespaces.Store(nsKey{ns.Workspace, true, ns.ID}, ns)
+	if _, known := c.namespaces.LoadOrStore(nsKey{ns.Workspace, true, ns.ID}, ns); !known {
+		n, _ := c.counts.LoadOrStore(ns.Workspace, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 	c.namespaces.Store(nsKey{ns.Workspace, false, ns.Name}, ns)
+}
+
+// CachedNamespace returns workspace's namespace whose ID or name is
+// idOrName if the cache holds it; it never reads the store.
+func (c *Cache) CachedNamespace(workspace, idOrName string) (Namespace, bool) {
+	return c.cached(workspace, idOrName)
+}
+
+// NamespaceCount returns how many namespaces of workspace the cache holds:
+// every one the store had at the last refresh, and those created since.
+func (c *Cache) NamespaceCount(workspace string) int {
+	if n, ok := c.counts.Load(workspace); ok {
+		return int(n.(*atomic.Int64).Load())
+	}
+	return 0
 }
 
 func (c *Cache) cached(workspace, idOrName string) (Namespace, bool) {
