@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/sluicehq/sluice/global"
 	"github.com/sluicehq/sluice/global/globaltest"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -289,5 +291,29 @@ func TestNewKeepsCallersPool(t *testing.T) {
 	}
 	if err := db.Ping(); err != nil {
 		t.Fatalf("the caller's pool after Store.Close: %v", err)
+	}
+}
+
+// TestDriverDefaults: Open's driver options fill what the DSN leaves unset
+// and keep what it sets (except interpolateParams, which it always needs).
+func TestDriverDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name, dsn string
+		want      string // timeout/readTimeout/writeTimeout/lock wait
+	}{
+		{"unset", "root@tcp(127.0.0.1:3306)/test", "5s/30s/30s/2"},
+		{"set", "root@tcp(127.0.0.1:3306)/test?timeout=1s&readTimeout=2s&writeTimeout=3s&innodb_lock_wait_timeout=7", "1s/2s/3s/7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dc, err := mysqldriver.ParseDSN(tc.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withDriverDefaults(dc)
+			got := fmt.Sprintf("%v/%v/%v/%s", dc.Timeout, dc.ReadTimeout, dc.WriteTimeout, dc.Params["innodb_lock_wait_timeout"])
+			if got != tc.want || !dc.InterpolateParams {
+				t.Fatalf("got %s (interpolateParams %v), want %s", got, dc.InterpolateParams, tc.want)
+			}
+		})
 	}
 }
