@@ -35,6 +35,9 @@ type cell struct {
 	// backoffUntil is the Unix ms until which strict-mode requests of this
 	// cell are decided locally, after an origin decision failed.
 	backoffUntil atomic.Int64
+	// limit is the limit of the latest request on the cell, kept only with
+	// a global layer: its publication rule depends on it.
+	limit atomic.Int64
 	// flags holds flagDirty, flagRefreshing and flagLocked.
 	flags atomic.Uint32
 	// next links the cell in the replay queue while it is dirty.
@@ -45,6 +48,7 @@ const (
 	flagDirty      uint32 = 1 << iota // queued for replay
 	flagRefreshing                    // a freshness refresh is in flight
 	flagLocked                        // regional and speculative are changing together
+	flagDenialSeen                    // a denial of this cell was sent to, or received from, the global layer
 )
 
 // setFlag sets f and reports whether this call set it.
@@ -76,6 +80,38 @@ func (c *cell) importedCount() int64 {
 		return 0
 	}
 	return c.imported.Load()
+}
+
+// committed returns the region's count without speculative increments:
+// what the global layer may publish.
+func (c *cell) committed() int64 {
+	c.lock()
+	defer c.unlock()
+	return c.regional.Load() - c.speculative.Load()
+}
+
+// raiseImported raises the other regions' count to n if that is higher.
+func (c *cell) raiseImported(n int64) {
+	for {
+		old := c.imported.Load()
+		if n <= old || c.imported.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// floor raises the committed count to n, a count of this region that the
+// global layer holds (published by this or another node of the region).
+func (c *cell) floor(n int64) {
+	c.lock()
+	defer c.unlock()
+	for {
+		local := c.regional.Load()
+		want := n + c.speculative.Load()
+		if want <= local || c.regional.CompareAndSwap(local, want) {
+			return
+		}
+	}
 }
 
 // count returns the cell's usage: regional plus imported.

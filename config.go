@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/global"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -21,6 +22,14 @@ const (
 	DefaultReplayTimeout   = time.Second
 	DefaultJanitorInterval = 10 * time.Second
 	DefaultFlushTimeout    = 5 * time.Second
+
+	DefaultGlobalInterval  = 5 * time.Second
+	DefaultGlobalTimeout   = 5 * time.Second
+	DefaultDenialMinWindow = time.Minute
+	DefaultDenialMinUsage  = 0.5
+	DefaultDenialBatch     = 100
+	DefaultDenialFlush     = time.Second
+	DefaultCleanupEvery    = 12
 )
 
 // ErrInvalidConfig is returned, wrapped with the reason, by [Config.Validate]
@@ -93,6 +102,65 @@ type Config struct {
 
 	// FlushTimeout bounds the final replay in Close. Default 5s.
 	FlushTimeout time.Duration
+
+	// Global is the store through which regions converge (global/mysql,
+	// global/memory, or your own). Nil means one region: no global layer.
+	// The limiter never calls it on the request path.
+	Global global.Store
+
+	// GlobalInterval paces the global layer's rounds: publish, pull and
+	// denial sync. Each wait is the interval ±20%, so nodes do not write in
+	// step. Default 5s.
+	GlobalInterval time.Duration
+
+	// GlobalTicks, if set, replaces the GlobalInterval timer: the loop runs
+	// one round per value received. A test or a simulation drives the
+	// global layer with it (or calls SyncGlobal and sends nothing).
+	GlobalTicks <-chan time.Time
+
+	// GlobalTimeout bounds one round's calls to the global store. Default 5s.
+	GlobalTimeout time.Duration
+
+	// GlobalObserver receives a report per round. Default: none.
+	GlobalObserver GlobalObserver
+
+	// DisableGlobalCounters turns off the global counters (publish and
+	// pull of per-region counts); DisableDenialPropagation turns off
+	// denial propagation. Both mechanisms are on by default with Global.
+	DisableGlobalCounters    bool
+	DisableDenialPropagation bool
+
+	// GlobalPublishShare, if set (0 < share <= 1), replaces the publication
+	// rule of the global counters by a fixed share of the limit: a cell is
+	// published once its count reaches share × limit. A fixed share leaves
+	// a free zone (traffic spread evenly over R regions passes up to
+	// R × share × limit unseen); it exists to compare with. Default 0: a
+	// cell is published once its count reaches limit/(2R), R the number of
+	// regions present, or once another region has published it.
+	GlobalPublishShare float64
+
+	// DenialMinWindow is the shortest window whose denials are propagated:
+	// shorter windows end before the other regions would see the row.
+	// Default 1m.
+	DenialMinWindow time.Duration
+
+	// DenialMinUsage is the share of the limit a counter must have used
+	// before the denied request for the denial to be propagated (a single
+	// oversized request on a fresh counter is not abuse). Default 0.5.
+	DenialMinUsage float64
+
+	// DenialBatch is the most denial rows written in one call, and the
+	// queue length that triggers a write before DenialFlush. Default 100.
+	DenialBatch int
+
+	// DenialFlush is the longest a denial waits before it is written.
+	// Default 1s.
+	DenialFlush time.Duration
+
+	// CleanupEvery is the number of global rounds between two cleanups of
+	// expired rows (one node at a time does the work). Default 12 (a
+	// minute at the default interval).
+	CleanupEvery int
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -118,6 +186,16 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ReplayTimeout, DefaultReplayTimeout)
 	setDefault(&c.JanitorInterval, DefaultJanitorInterval)
 	setDefault(&c.FlushTimeout, DefaultFlushTimeout)
+	setDefault(&c.GlobalInterval, DefaultGlobalInterval)
+	setDefault(&c.GlobalTimeout, DefaultGlobalTimeout)
+	setDefault(&c.DenialMinWindow, DefaultDenialMinWindow)
+	setDefault(&c.DenialMinUsage, DefaultDenialMinUsage)
+	setDefault(&c.DenialBatch, DefaultDenialBatch)
+	setDefault(&c.DenialFlush, DefaultDenialFlush)
+	setDefault(&c.CleanupEvery, DefaultCleanupEvery)
+	if c.GlobalObserver == nil {
+		c.GlobalObserver = NopGlobalObserver{}
+	}
 	return c
 }
 
@@ -144,10 +222,23 @@ func (c Config) Validate() error {
 		{"ReplayTimeout", c.ReplayTimeout < 0},
 		{"JanitorInterval", c.JanitorInterval < 0},
 		{"FlushTimeout", c.FlushTimeout < 0},
+		{"GlobalInterval", c.GlobalInterval < 0},
+		{"GlobalTimeout", c.GlobalTimeout < 0},
+		{"DenialMinWindow", c.DenialMinWindow < 0},
+		{"DenialMinUsage", c.DenialMinUsage < 0},
+		{"DenialBatch", c.DenialBatch < 0},
+		{"DenialFlush", c.DenialFlush < 0},
+		{"CleanupEvery", c.CleanupEvery < 0},
 	} {
 		if f.bad {
 			return fmt.Errorf("%w: %s is negative", ErrInvalidConfig, f.name)
 		}
+	}
+	if c.GlobalPublishShare < 0 || c.GlobalPublishShare > 1 {
+		return fmt.Errorf("%w: GlobalPublishShare %v is outside [0, 1]", ErrInvalidConfig, c.GlobalPublishShare)
+	}
+	if c.DenialMinUsage > 1 {
+		return fmt.Errorf("%w: DenialMinUsage %v is above 1", ErrInvalidConfig, c.DenialMinUsage)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/global"
 	"github.com/sluicehq/sluice/internal/flight"
 	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
@@ -54,6 +55,13 @@ type Limiter struct {
 	reads    flight.Group[origin.Cell] // hydrations and strict reads, one per cell
 	deciders deciders                  // strict-mode decisions at the origin
 
+	// The global layer (nil channels without one).
+	globalMu       sync.Mutex // serialises rounds; guards global
+	global         globalState
+	denials        chan global.Denial // denials waiting to be written
+	denialsFull    chan struct{}      // DenialBatch denials are waiting
+	denialsDropped atomic.Int64       // denials dropped since the last flush
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -74,6 +82,14 @@ func New(cfg Config) (*Limiter, error) {
 	if l.origin != nil {
 		l.replay = newReplayer(l)
 		l.wg.Go(func() { l.replay.run(ctx) })
+	}
+	if cfg.Global != nil {
+		l.global.published = make(map[origin.Cell]int64)
+		if !cfg.DisableDenialPropagation {
+			l.denials = make(chan global.Denial, denialQueue)
+			l.denialsFull = make(chan struct{}, 1)
+		}
+		l.wg.Go(func() { l.runGlobal(ctx) })
 	}
 	l.wg.Go(func() { l.runJanitor(ctx) })
 	return l, nil
@@ -114,6 +130,9 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	cur, prev := l.cellsFor(ctx, &q)
+	if l.cfg.Global != nil && cur.limit.Load() != q.limit {
+		cur.limit.Store(q.limit)
+	}
 	if l.strictAtOrigin(&q, cur, prev) {
 		if o, ok := l.decideAtOrigin(ctx, &q, cur, prev); ok {
 			return q.response(o), nil
@@ -156,7 +175,7 @@ func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.O
 		regional := cur.regional.Load()
 		o := q.decide(regional+cur.imported.Load(), prev.count())
 		if !o.Success {
-			l.denied(q, cur)
+			l.denied(q, cur, o.Current)
 			return o
 		}
 		if q.cost == 0 {
@@ -257,12 +276,15 @@ func (l *Limiter) originFailed(q *resolved, reason ReadReason, err error) {
 		"reason", reason, "namespace", q.key.Namespace, "err", err)
 }
 
-// denied records a denial: the counter enters strict mode until t+d, unless
-// the request's cost alone exceeds the limit.
-func (l *Limiter) denied(q *resolved, cur *cell) {
-	if q.cost <= q.limit {
-		cur.raiseStrict(q.t + q.pos.D)
+// denied records a denial, with before the usage the request found: the
+// counter enters strict mode until t+d, unless the request's cost alone
+// exceeds the limit, and the global layer may propagate it.
+func (l *Limiter) denied(q *resolved, cur *cell, before int64) {
+	if q.cost > q.limit {
+		return
 	}
+	cur.raiseStrict(q.t + q.pos.D)
+	l.emitDenial(q, cur, before)
 }
 
 // accepted records a committed increment of cost on cur for replay.

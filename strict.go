@@ -62,7 +62,7 @@ func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *ce
 		return window.Outcome{}, false
 	}
 	if !tk.outcome.Success {
-		l.denied(q, cur)
+		l.denied(q, cur, tk.outcome.Current)
 	}
 	return tk.outcome, true
 }

@@ -1,0 +1,344 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/origin"
+)
+
+// The global layer: regions converge through a global.Store, never on the
+// request path. One goroutine owns the loop: every GlobalInterval (±20%) it
+// publishes this region's counts, pulls the other regions' counts and syncs
+// denial rows; every DenialFlush (or as soon as DenialBatch rows wait) it
+// writes the queued denials; every CleanupEvery rounds it deletes expired
+// rows (one node at a time, by the store's lock).
+
+// denialQueue is the capacity of the queue of denials waiting to be written;
+// a denial that finds it full is dropped (and counted), never waited for.
+const denialQueue = 4096
+
+// cleanupBatch is the most rows one cleanup statement deletes.
+const cleanupBatch = 1000
+
+// regionsActiveFor is how long a region counts as present after it last
+// announced itself, in rounds.
+const regionsActiveFor = 6
+
+// globalState is owned by the global loop's goroutine (or by a caller of
+// SyncGlobal, which takes the same lock).
+type globalState struct {
+	// published is the count last published per cell, for the cells this
+	// node has published.
+	published map[origin.Cell]int64
+	// regions is the number of regions present at the last pull (≥ 1).
+	regions int
+	// cursor and denialCursor are where the last pull and denial sync
+	// stopped.
+	cursor, denialCursor global.Cursor
+	// rounds counts SyncGlobal rounds, for the cleanup schedule.
+	rounds int
+	// pendingDenials holds the denials drained from the queue and not
+	// written yet.
+	pendingDenials []global.Denial
+}
+
+// GlobalStats describes one round of the global layer, for metrics.
+type GlobalStats struct {
+	Published     int           // count rows written
+	Pulled        int           // cells read back
+	Regions       int           // regions present
+	DenialsSent   int           // denial rows written
+	DenialsSynced int           // denial rows applied to local cells
+	DenialsLost   int           // denial rows dropped (queue full or write failed)
+	Cleaned       int           // expired rows deleted by this node
+	Elapsed       time.Duration // wall time of the round
+	Err           error         // the first failure of the round, if any
+}
+
+// GlobalObserver receives a report of every round of the global layer.
+// Implementations must be safe for concurrent use and return quickly.
+type GlobalObserver interface {
+	GlobalRound(GlobalStats)
+}
+
+// NopGlobalObserver is a [GlobalObserver] that ignores everything.
+type NopGlobalObserver struct{}
+
+// GlobalRound implements [GlobalObserver].
+func (NopGlobalObserver) GlobalRound(GlobalStats) {}
+
+// runGlobal is the global loop. It stops when ctx is done, after a last
+// denial flush.
+func (l *Limiter) runGlobal(ctx context.Context) {
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), l.cfg.FlushTimeout)
+		defer cancel()
+		l.globalMu.Lock()
+		defer l.globalMu.Unlock()
+		var st GlobalStats
+		l.flushDenials(flush, l.cfg.Clock().UnixMilli(), &st)
+		if st.DenialsLost > 0 {
+			l.cfg.GlobalObserver.GlobalRound(st)
+		}
+	}()
+	rounds := l.cfg.GlobalTicks
+	var timer *time.Timer
+	if rounds == nil {
+		timer = time.NewTimer(jitter(l.cfg.GlobalInterval))
+		defer timer.Stop()
+		rounds = timer.C
+	}
+	flush := time.NewTicker(l.cfg.DenialFlush)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rounds:
+			_ = l.SyncGlobal(ctx)
+			if timer != nil {
+				timer.Reset(jitter(l.cfg.GlobalInterval))
+			}
+		case <-flush.C:
+			l.flushDenialsNow(ctx)
+		case <-l.denialsFull:
+			l.flushDenialsNow(ctx)
+		}
+	}
+}
+
+// jitter returns d ± 20%, so that the nodes of a deployment do not write in
+// step.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
+}
+
+// SyncGlobal runs one round of the global layer now: it writes queued
+// denials, pulls the other regions' counts, publishes this region's counts,
+// applies new denial rows, and every CleanupEvery rounds deletes expired
+// rows. The background loop calls it every GlobalInterval; tests and
+// simulations may call it directly (with a GlobalTicks channel that never
+// fires, to drive every round themselves). It returns the first error of
+// the round (the round goes on after an error); without a global store it
+// does nothing.
+func (l *Limiter) SyncGlobal(ctx context.Context) error {
+	if l.cfg.Global == nil {
+		return nil
+	}
+	l.globalMu.Lock()
+	defer l.globalMu.Unlock()
+	start := time.Now()
+	now := l.cfg.Clock().UnixMilli()
+	var st GlobalStats
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.GlobalTimeout)
+	defer cancel()
+	l.flushDenials(ctx, now, &st)
+	if !l.cfg.DisableGlobalCounters {
+		l.pull(ctx, now, &st) // first: the rule needs the regions present and the imports
+		l.publish(ctx, now, &st)
+	} else if err := l.cfg.Global.Announce(ctx, l.cfg.Region, now); err != nil {
+		st.fail(err)
+	}
+	if !l.cfg.DisableDenialPropagation {
+		l.syncDenials(ctx, now, &st)
+	}
+	l.global.rounds++
+	if l.global.rounds%l.cfg.CleanupEvery == 0 {
+		n, err := l.cfg.Global.Cleanup(ctx, now, cleanupBatch)
+		st.Cleaned = n
+		st.fail(err)
+	}
+	st.Regions = l.global.regions
+	st.Elapsed = time.Since(start)
+	l.cfg.GlobalObserver.GlobalRound(st)
+	if st.Err != nil && !errors.Is(st.Err, context.Canceled) {
+		l.cfg.Logger.Debug("sluice: global round failed; regions converge later", "err", st.Err)
+	}
+	return st.Err
+}
+
+func (st *GlobalStats) fail(err error) {
+	if err != nil && st.Err == nil {
+		st.Err = err
+	}
+}
+
+// publish writes this region's committed count of every active cell that
+// changed since it was last published and passes the publication rule.
+//
+// The rule: a cell is published once its count reaches limit/(2R), R being
+// the number of regions present, or as soon as another region has published
+// it (its imported count is not zero); after that, every change is
+// published. Spread evenly over R regions, traffic reaches limit/(2R) per
+// region by the time the regions together have used half of the limit, so
+// every region publishes before the limit is near; traffic confined to one
+// region is published by it; a cell that stays below limit/(2R) in every
+// region writes no row at all.
+func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	regions := int64(max(g.regions, 1))
+	var counts []global.Count
+	for k, c := range l.cells.m.All() {
+		d := k.Duration.Milliseconds()
+		if k.Sequence < now/d-1 {
+			delete(g.published, k) // inactive: the janitor evicts it
+			continue
+		}
+		n := c.committed()
+		last, seen := g.published[k]
+		if n <= last {
+			continue
+		}
+		if !seen && !l.publishable(c, n, regions) {
+			continue
+		}
+		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
+	}
+	if err := l.cfg.Global.Publish(ctx, l.cfg.Region, counts, now); err != nil {
+		st.fail(err)
+		return
+	}
+	for _, c := range counts {
+		g.published[c.Cell] = c.Count
+	}
+	st.Published = len(counts)
+}
+
+// publishable reports whether a cell never published yet, with committed
+// count n, passes the publication rule (see publish) or, with
+// GlobalPublishShare set, the fixed share of its limit.
+func (l *Limiter) publishable(c *cell, n, regions int64) bool {
+	limit := c.limit.Load()
+	if share := l.cfg.GlobalPublishShare; share > 0 {
+		return float64(n) >= share*float64(limit)
+	}
+	return c.imported.Load() > 0 || n*2*regions >= limit
+}
+
+// expiresAt is the end of the window after cell k's: past it, k weighs
+// nothing in any decision.
+func expiresAt(k origin.Cell) int64 {
+	return (k.Sequence + 2) * k.Duration.Milliseconds()
+}
+
+// pull imports the other regions' counts of every cell changed since the
+// last pull, and raises this region's count to its published floor.
+func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	p, err := l.cfg.Global.Pull(ctx, l.cfg.Region, g.cursor, now, regionsActiveFor*l.cfg.GlobalInterval.Milliseconds())
+	if err != nil {
+		st.fail(err)
+		return
+	}
+	g.cursor, g.regions = p.Next, max(p.Regions, 1)
+	for _, imp := range p.Cells {
+		c := l.cells.loadOrCreate(l.cells.keyHash(imp.Cell.Key), imp.Cell, l.bornSynced())
+		c.raiseImported(imp.Others)
+		c.floor(imp.Own)
+	}
+	st.Pulled = len(p.Cells)
+}
+
+// bornSynced is the syncedAt of a cell created by the global layer: cold
+// (0) when a regional origin must hydrate it on its first decision, in
+// sync when the limiter is its own origin.
+func (l *Limiter) bornSynced() int64 {
+	if l.origin == nil {
+		return 1
+	}
+	return 0
+}
+
+// emitDenial queues the first qualifying denial of cur for propagation:
+// windows of at least DenialMinWindow, usage before the request of at least
+// DenialMinUsage × limit. A cell is emitted at most once per node, and never
+// when it was received from another region. It never blocks.
+func (l *Limiter) emitDenial(q *resolved, cur *cell, before int64) {
+	if l.denials == nil || q.pos.D < l.cfg.DenialMinWindow.Milliseconds() ||
+		float64(before) < l.cfg.DenialMinUsage*float64(q.limit) || !cur.setFlag(flagDenialSeen) {
+		return
+	}
+	d := global.Denial{Cell: q.current(), Limit: q.limit, Region: l.cfg.Region, ExpiresAt: expiresAt(q.current())}
+	select {
+	case l.denials <- d:
+		if len(l.denials) >= l.cfg.DenialBatch {
+			select {
+			case l.denialsFull <- struct{}{}:
+			default:
+			}
+		}
+	default:
+		l.denialsDropped.Add(1)
+	}
+}
+
+// flushDenialsNow writes the queued denials, for the loop's flush timer.
+func (l *Limiter) flushDenialsNow(ctx context.Context) {
+	l.globalMu.Lock()
+	defer l.globalMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.GlobalTimeout)
+	defer cancel()
+	var st GlobalStats
+	l.flushDenials(ctx, l.cfg.Clock().UnixMilli(), &st)
+	if st.DenialsSent > 0 || st.DenialsLost > 0 || st.Err != nil {
+		l.cfg.GlobalObserver.GlobalRound(st)
+	}
+}
+
+// flushDenials drains the queue and writes it in batches of DenialBatch.
+// A batch the store refuses is dropped, not retried: a denial is worth
+// something only while its window lasts, and the originating region
+// enforces it anyway.
+func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) {
+	if l.denials == nil {
+		return
+	}
+	g := &l.global
+	for drained := false; !drained; {
+		select {
+		case d := <-l.denials:
+			if d.ExpiresAt > now {
+				g.pendingDenials = append(g.pendingDenials, d)
+			}
+		default:
+			drained = true
+		}
+	}
+	st.DenialsLost += int(l.denialsDropped.Swap(0))
+	for len(g.pendingDenials) > 0 {
+		batch := g.pendingDenials[:min(len(g.pendingDenials), l.cfg.DenialBatch)]
+		g.pendingDenials = g.pendingDenials[len(batch):]
+		if err := l.cfg.Global.EmitDenials(ctx, batch); err != nil {
+			st.DenialsLost += len(batch)
+			st.fail(err)
+			continue
+		}
+		st.DenialsSent += len(batch)
+	}
+	g.pendingDenials = nil
+}
+
+// syncDenials applies the denial rows written since the last sync to their
+// exact cells: the cell's imported count rises until its usage reaches the
+// row's limit, so the cell denies until its window ends and then weighs as
+// the previous cell.
+// Received cells are marked as emitted, so they are never sent back.
+func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	ds, next, err := l.cfg.Global.Denials(ctx, g.denialCursor, now)
+	if err != nil {
+		st.fail(err)
+		return
+	}
+	g.denialCursor = next
+	for _, d := range ds {
+		c := l.cells.loadOrCreate(l.cells.keyHash(d.Cell.Key), d.Cell, l.bornSynced())
+		c.setFlag(flagDenialSeen)
+		c.raiseImported(d.Limit - c.committed())
+		st.DenialsSynced++
+	}
+}

@@ -1,0 +1,283 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/global"
+	globalmemory "github.com/sluicehq/sluice/global/memory"
+)
+
+// virtualClock is a clock that tests move by hand.
+type virtualClock struct{ ms atomic.Int64 }
+
+func (c *virtualClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *virtualClock) set(ms int64)            { c.ms.Store(ms) }
+func (c *virtualClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// newRegions returns one single-node limiter per region, all sharing store
+// and clock, with the global loop driven by the test through SyncGlobal.
+func newRegions(t *testing.T, n int, store global.Store, clock *virtualClock, cfg sluice.Config) []*sluice.Limiter {
+	t.Helper()
+	regions := make([]*sluice.Limiter, n)
+	for i := range regions {
+		c := cfg
+		c.Region = fmt.Sprintf("region-%d", i)
+		c.Global = store
+		c.Clock = clock.now
+		c.GlobalTicks = make(chan time.Time) // never fires: the test syncs
+		regions[i] = newLimiter(t, c)
+	}
+	return regions
+}
+
+// syncAll runs one global round in every region, in order.
+func syncAll(t *testing.T, regions []*sluice.Limiter) {
+	t.Helper()
+	for _, r := range regions {
+		if err := r.SyncGlobal(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBurstInOneRegion spends a counter's whole limit in region 0: after one
+// round the other regions deny it, and after the rollover they still deny
+// what the previous window's weight forbids. Each mechanism alone must do
+// it, and both together.
+func TestBurstInOneRegion(t *testing.T) {
+	const limit, d = 100, 10 * time.Minute
+	modes := []struct {
+		name string
+		cfg  sluice.Config
+	}{
+		{"global counters only", sluice.Config{DisableDenialPropagation: true}},
+		{"denial propagation only", sluice.Config{DisableGlobalCounters: true}},
+		{"both", sluice.Config{}},
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			clock := &virtualClock{}
+			start := int64(1000) * d.Milliseconds() // a cell boundary
+			clock.set(start)
+			regions := newRegions(t, 3, globalmemory.New(), clock, mode.cfg)
+			ctx := context.Background()
+			syncAll(t, regions) // every region announces itself
+			r := req("burst", limit, 1, d, time.Time{})
+			for i := range limit {
+				if res, _ := regions[0].Ratelimit(ctx, r); !res.Success {
+					t.Fatalf("request %d denied in region 0", i)
+				}
+			}
+			if res, _ := regions[0].Ratelimit(ctx, r); res.Success { // the first denial
+				t.Fatal("request over the limit admitted in region 0")
+			}
+			for _, other := range regions[1:] { // before any round: regional only
+				if res, _ := other.Ratelimit(ctx, req("burst", limit, 0, d, time.Time{})); res.Current != 0 {
+					t.Fatalf("another region sees %d before any round", res.Current)
+				}
+			}
+			clock.advance(5 * time.Second)
+			syncAll(t, regions) // region 0 writes; the others read afterwards
+			syncAll(t, regions)
+			for i, other := range regions[1:] {
+				if res, _ := other.Ratelimit(ctx, r); res.Success {
+					t.Fatalf("region %d admitted after the burst was propagated", i+1)
+				}
+			}
+			// 10% into the next window the previous one weighs 90.
+			clock.set(start + d.Milliseconds() + d.Milliseconds()/10)
+			for i, other := range regions[1:] {
+				if res, _ := other.Ratelimit(ctx, req("burst", limit, 11, d, time.Time{})); res.Success {
+					t.Fatalf("region %d admitted 11 units while the previous window weighs 90", i+1)
+				}
+				if res, _ := other.Ratelimit(ctx, req("burst", limit, 10, d, time.Time{})); !res.Success {
+					t.Fatalf("region %d denied the 10 units the previous window leaves (current %d)", i+1, res.Current)
+				}
+			}
+		})
+	}
+}
+
+// spreadResult is what one spread-evenly run admitted.
+type spreadResult struct {
+	worst float64 // highest admitted/limit over the full fixed windows
+	rows  int     // rows published
+}
+
+// runSpread sends traffic at load × limit per window, spread evenly at
+// random over the regions, for windows windows of intervals rounds each, and
+// returns the worst window. Every region syncs once per interval.
+func runSpread(t *testing.T, regions int, load float64, cfg sluice.Config, withGlobal bool) spreadResult {
+	t.Helper()
+	const limit, intervals, windows = 1000, 60, 5
+	const d = time.Minute
+	interval := d / intervals
+	clock := &virtualClock{}
+	start := int64(100_000) * d.Milliseconds()
+	clock.set(start)
+	store := &countingStore{Store: globalmemory.New()}
+	var limiters []*sluice.Limiter
+	if withGlobal {
+		limiters = newRegions(t, regions, store, clock, cfg)
+	} else {
+		for range regions {
+			limiters = append(limiters, newLimiter(t, sluice.Config{Clock: clock.now}))
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(regions), uint64(load*100)))
+	ctx := context.Background()
+	perInterval := int(load * limit / intervals)
+	admitted := make([]int, windows)
+	for tick := range windows * intervals {
+		for i := range perInterval {
+			at := clock.ms.Load() + int64(i)*interval.Milliseconds()/int64(perInterval)
+			r := req("spread", limit, 1, d, time.UnixMilli(at))
+			if res, _ := limiters[rng.IntN(regions)].Ratelimit(ctx, r); res.Success {
+				admitted[tick/intervals]++
+			}
+		}
+		clock.advance(interval)
+		if withGlobal {
+			syncAll(t, limiters)
+		}
+	}
+	var res spreadResult
+	for _, n := range admitted {
+		res.worst = max(res.worst, float64(n)/limit)
+	}
+	res.rows = int(store.published.Load())
+	t.Logf("%d regions at %.1f× the limit: admitted per window %v (limit %d), %d rows published", regions, load, admitted, limit, res.rows)
+	return res
+}
+
+// countingStore counts the rows published through it.
+type countingStore struct {
+	global.Store
+	published atomic.Int64
+}
+
+func (s *countingStore) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	s.published.Add(int64(len(counts)))
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+// TestSpreadEvenly checks the publication rule against traffic spread evenly
+// over the regions, the shape that denial propagation alone never sees: the
+// total admitted stays within 10% of the limit in every window, where no
+// global layer, or a fixed 20% publication floor, lets far more through.
+func TestSpreadEvenly(t *testing.T) {
+	tests := []struct {
+		name       string
+		regions    int
+		load       float64
+		offWorst   float64 // at least this much without the global layer
+		fixedWorst float64 // at least this much with the fixed 20% floor
+	}{
+		{"3 regions sharing 2x the limit", 3, 2, 1.9, 0},
+		{"8 regions sharing 1.5x the limit (the free zone)", 8, 1.5, 1.4, 1.4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			off := runSpread(t, tc.regions, tc.load, sluice.Config{}, false)
+			fixed := runSpread(t, tc.regions, tc.load, sluice.Config{GlobalPublishShare: 0.2, DisableDenialPropagation: true}, true)
+			rule := runSpread(t, tc.regions, tc.load, sluice.Config{DisableDenialPropagation: true}, true)
+			t.Logf("worst window / limit: global layer off %.3f, fixed 20%% floor %.3f, adaptive rule %.3f", off.worst, fixed.worst, rule.worst)
+			if off.worst < tc.offWorst {
+				t.Errorf("without the global layer the worst window is %.3f× the limit; the scenario should pass at least %.2f×", off.worst, tc.offWorst)
+			}
+			if fixed.worst < tc.fixedWorst {
+				t.Errorf("with a fixed 20%% floor the worst window is %.3f×; the free zone should let at least %.2f× through", fixed.worst, tc.fixedWorst)
+			}
+			if rule.worst > 1.10 {
+				t.Errorf("with the adaptive rule the worst window is %.3f× the limit, want ≤ 1.10", rule.worst)
+			}
+		})
+	}
+}
+
+// TestNoDoubleCounting checks that a region's imported count holds only the
+// other regions' traffic, that what a region publishes is its own count
+// only, and that the speculative increments of batches that roll back never
+// reach the global store, even while rounds run concurrently.
+func TestNoDoubleCounting(t *testing.T) {
+	const limit, d = 1000, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(7000 * d.Milliseconds())
+	store := &recordingStore{Store: globalmemory.New(), max: map[string]int64{}}
+	regions := newRegions(t, 3, store, clock, sluice.Config{DisableDenialPropagation: true})
+	ctx := context.Background()
+	spent := []int64{300, 200, 100}
+	for i, n := range spent {
+		if res, _ := regions[i].Ratelimit(ctx, req("shared", limit, n, d, time.Time{})); !res.Success {
+			t.Fatalf("region %d denied %d units", i, n)
+		}
+	}
+	for range 4 { // announce, learn R, publish, import
+		syncAll(t, regions)
+	}
+	for i, r := range regions {
+		res, _ := r.Ratelimit(ctx, req("shared", limit, 0, d, time.Time{}))
+		if res.Current != 600 {
+			t.Errorf("region %d sees %d, want 600 (its own %d plus the others')", i, res.Current, spent[i])
+		}
+		if got := store.maxOf(fmt.Sprintf("region-%d", i), "shared"); got != spent[i] {
+			t.Errorf("region %d published %d, want its own count %d", i, got, spent[i])
+		}
+	}
+
+	// Batches that always roll back, while rounds run.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = regions[0].SyncGlobal(ctx)
+			}
+		}
+	})
+	for range 2000 {
+		_, _ = regions[0].RatelimitMany(ctx, []sluice.Request{
+			req("speculative", limit, 900, d, time.Time{}),
+			req("closed", 0, 1, d, time.Time{}),
+		})
+	}
+	close(stop)
+	wg.Wait()
+	if got := store.maxOf("region-0", "speculative"); got != 0 {
+		t.Fatalf("a rolled-back batch's increment reached the global store: %d", got)
+	}
+}
+
+// recordingStore remembers the highest count published per region and
+// identifier.
+type recordingStore struct {
+	global.Store
+	mu  sync.Mutex
+	max map[string]int64
+}
+
+func (s *recordingStore) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	s.mu.Lock()
+	for _, c := range counts {
+		k := region + "/" + c.Cell.Identifier
+		s.max[k] = max(s.max[k], c.Count)
+	}
+	s.mu.Unlock()
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+func (s *recordingStore) maxOf(region, id string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max[region+"/"+id]
+}
