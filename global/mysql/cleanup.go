@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -11,13 +12,15 @@ import (
 // holds it, Cleanup returns 0 at once. Otherwise it deletes expired counter
 // rows, then expired denials, batch rows per DELETE, each table until a
 // DELETE removes fewer than batch rows, and releases the lock on the same
-// connection. A batch under 1 is [ErrInvalidInput].
+// connection. It returns the rows deleted, also when it fails partway. A
+// batch under 1 is [ErrInvalidInput].
 func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("%w: cleanup batch %d is under 1", ErrInvalidInput, batch)
 	}
 	deleted := 0
 	err := s.do(ctx, OpCleanup, func(ctx context.Context, t *tally) (err error) {
+		defer func() { deleted = t.rows }()
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return err
@@ -34,24 +37,30 @@ func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) 
 			err = errors.Join(err, releaseLock(conn, s.cleanup))
 		}()
 		for _, q := range []string{s.q.deleteCounters, s.q.deleteDenials} {
-			for {
-				t.statements++
-				res, err := conn.ExecContext(ctx, q, now, batch)
-				if err != nil {
-					return err
-				}
-				n, err := res.RowsAffected()
-				if err != nil {
-					return err
-				}
-				deleted += int(n)
-				t.rows = deleted
-				if int(n) < batch {
-					break
-				}
+			if err := deleteExpired(ctx, t, conn, q, now, batch); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	return deleted, err
+}
+
+// deleteExpired runs the DELETE … LIMIT batch query q until it removes
+// fewer than batch rows, adding the rows it removes to t.rows.
+func deleteExpired(ctx context.Context, t *tally, conn *sql.Conn, q string, now int64, batch int) error {
+	for {
+		res, err := exec(ctx, t, conn, q, now, batch)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		t.rows += int(n)
+		if int(n) < batch {
+			return nil
+		}
+	}
 }

@@ -12,9 +12,10 @@ import (
 	"github.com/sluicehq/sluice/global"
 )
 
-// deadlockRetries is how many times a chunk that InnoDB chose as a deadlock
-// victim is sent again before the call fails. Sorted writes make deadlocks
-// rare, not impossible (gap locks of concurrent inserts).
+// deadlockRetries is how many times a statement is sent in all when InnoDB
+// keeps choosing it as a deadlock victim. Sorted writes make deadlocks rare,
+// not impossible (gap locks of concurrent inserts, a cleanup deleting in
+// expiry order).
 const deadlockRetries = 3
 
 // countRow is one row of a Publish.
@@ -45,7 +46,7 @@ func (s *Store) Publish(ctx context.Context, region string, counts []global.Coun
 				args = append(args, r.key.hash[:], r.key.durationMS, r.key.seq, []byte(region),
 					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Count.Count, r.ExpiresAt)
 			}
-			if err := s.exec(ctx, t, s.q.counts.statement(len(chunk)), args); err != nil {
+			if _, err := exec(ctx, t, s.db, s.q.counts.statement(len(chunk)), args...); err != nil {
 				return err
 			}
 			t.rows += len(chunk)
@@ -83,18 +84,24 @@ func countRows(region string, counts []global.Count) ([]countRow, error) {
 	return out, nil
 }
 
-// exec runs one statement, again when InnoDB chose it as a deadlock victim.
-func (s *Store) exec(ctx context.Context, t *tally, query string, args []any) error {
+// execer is a *sql.DB or a *sql.Conn.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// exec runs one statement on db, again when InnoDB chose it as a deadlock
+// victim, and counts the statements sent.
+func exec(ctx context.Context, t *tally, db execer, query string, args ...any) (sql.Result, error) {
 	for attempt := 1; ; attempt++ {
 		t.statements++
-		_, err := s.db.ExecContext(ctx, query, args...)
+		res, err := db.ExecContext(ctx, query, args...)
 		me, ok := errors.AsType[*mysqldriver.MySQLError](err)
 		if !ok || me.Number != 1213 || attempt == deadlockRetries {
-			return err
+			return res, err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
 		}
 	}
@@ -116,7 +123,8 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 }
 
 func (s *Store) announce(ctx context.Context, t *tally, region string, now int64) error {
-	return s.exec(ctx, t, s.q.announce, []any{[]byte(region), now})
+	_, err := exec(ctx, t, s.db, s.q.announce, []byte(region), now)
+	return err
 }
 
 // Pull implements [global.Store]. It reads the database clock and the number

@@ -31,7 +31,7 @@ func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error 
 				args = append(args, r.key.hash[:], r.key.durationMS, r.key.seq,
 					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Limit, []byte(r.Region), r.ExpiresAt)
 			}
-			if err := s.exec(ctx, t, s.q.denials.statement(len(chunk)), args); err != nil {
+			if _, err := exec(ctx, t, s.db, s.q.denials.statement(len(chunk)), args...); err != nil {
 				return err
 			}
 			t.rows += len(chunk)
