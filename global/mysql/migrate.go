@@ -20,8 +20,10 @@ import (
 
 // migrations holds the schema, one file per version: NNNN_name.sql, run in
 // order. Every statement must be safe to run again (CREATE TABLE IF NOT
-// EXISTS, ADD COLUMN IF NOT EXISTS, ...): DDL commits on its own in MySQL,
-// so a node that dies halfway leaves a version that the next start reruns.
+// EXISTS, CREATE INDEX IF NOT EXISTS on MariaDB, ...; MySQL 8 lacks ADD
+// COLUMN IF NOT EXISTS, so a column change there is a new table or a
+// guarded procedure): DDL commits on its own, so a node that dies halfway
+// leaves a version that the next start runs again.
 //
 //go:embed migrations/*.sql
 var migrations embed.FS

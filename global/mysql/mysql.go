@@ -98,7 +98,8 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 }
 
 // Open connects to dsn (a go-sql-driver/mysql DSN) and returns [New]'s Store
-// on it; the Store owns the pool and Close closes it. Open sets the driver
+// on a pool of at most 8 connections; the Store owns the pool and Close
+// closes it. Open sets the driver
 // options the store relies on unless dsn sets them: interpolateParams=true
 // (one round trip per statement), a 5s dial timeout, 30s read and write
 // timeouts as a backstop behind contexts, and innodb_lock_wait_timeout=2 to
