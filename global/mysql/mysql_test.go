@@ -317,3 +317,51 @@ func TestDriverDefaults(t *testing.T) {
 		})
 	}
 }
+
+// TestLateCommit: a publish whose statement started before a pull but
+// committed after it is read by the next pull when the overlap covers the
+// delay, and missed when it does not; this is what CursorOverlap is for.
+func TestLateCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		overlap time.Duration
+		read    bool
+	}{
+		{"overlap covers the delay", 5 * time.Second, true},
+		{"overlap shorter than the delay", time.Microsecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, Config{CursorOverlap: tc.overlap})
+			c := testCell("late", seq)
+			rows, err := countRows("a", []global.Count{{Cell: c, Count: 5, ExpiresAt: now + 60_000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rows[0]
+			tx, err := s.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.Exec(s.q.counts.statement(1), r.key.hash[:], r.key.durationMS, r.key.seq, []byte("a"),
+				[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Count.Count, r.ExpiresAt); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // the pull's clock is past the write's
+			p, err := s.Pull(ctx, "b", 0, now, 1000)
+			if err != nil || len(p.Cells) != 0 {
+				t.Fatalf("pull before the commit: %v, %v", p.Cells, err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			next, err := s.Pull(ctx, "b", p.Next, now, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(next.Cells) == 1; got != tc.read {
+				t.Fatalf("pull after the commit reports %v, want the cell: %v", next.Cells, tc.read)
+			}
+		})
+	}
+}
