@@ -87,8 +87,10 @@ func TestFaults(t *testing.T) {
 			failFast(t, s, timeout)
 			end()
 			waitRecovered(t, s, 10*time.Second)
-			if !strings.Contains(rec.states(), "closed->open") {
-				t.Fatalf("breaker transitions %q, want it to have opened", rec.states())
+			for _, want := range []string{"closed->open", "open->half-open", "half-open->closed"} {
+				if !strings.Contains(rec.states(), want) {
+					t.Fatalf("breaker transitions %q, want %s among them", rec.states(), want)
+				}
 			}
 		})
 	}
