@@ -61,6 +61,7 @@ const (
 	DefaultTimeout       = time.Second
 	DefaultMaxNamespaces = 10000
 	DefaultMaxOverrides  = 10000
+	DefaultCooldown      = time.Second
 )
 
 // ErrInvalidConfig is returned, wrapped with the reason, by Config.Validate
@@ -88,6 +89,12 @@ type Config struct {
 	// MaxOverrides bounds the overrides of one namespace. Default
 	// DefaultMaxOverrides.
 	MaxOverrides int
+	// Cooldown is how long, after a call found Redis unreachable, calls
+	// fail at once with store.ErrUnavailable instead of each waiting for a
+	// timeout; then one call probes Redis, and its success (or the change
+	// subscription coming back) ends the cool-down. Default
+	// DefaultCooldown (1s).
+	Cooldown time.Duration
 	// Logger receives the subscription's connection losses. Default: discard.
 	Logger *slog.Logger
 }
@@ -105,6 +112,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxNamespaces is negative", ErrInvalidConfig)
 	case c.MaxOverrides < 0:
 		return fmt.Errorf("%w: MaxOverrides is negative", ErrInvalidConfig)
+	case c.Cooldown < 0:
+		return fmt.Errorf("%w: Cooldown is negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -118,6 +127,7 @@ type Store struct {
 	workspaces string // key of the workspaces set
 	channel    string
 	closed     atomic.Bool
+	downUntil  atomic.Int64 // end of the cool-down, Unix ns; 0 when Redis is not known to be down
 
 	// health is how long Watch waits for a message before it pings, and
 	// again for the answer before it reconnects.
@@ -147,6 +157,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.MaxOverrides == 0 {
 		cfg.MaxOverrides = DefaultMaxOverrides
+	}
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = DefaultCooldown
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -259,25 +272,70 @@ end
 return out
 `)
 
-// call bounds ctx by the configured timeout unless it has a deadline.
-func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	if s.closed.Load() {
-		return nil, nil, store.ErrClosed
+// errCorrupt marks a value this package did not write.
+var errCorrupt = errors.New("store/redis: corrupt data")
+
+// errCoolingDown is the cause of calls refused while Redis is known to be
+// unreachable.
+var errCoolingDown = errors.New("Redis was unreachable moments ago; the next probe is due shortly")
+
+// admit refuses a call while Redis is known to be unreachable (see
+// Config.Cooldown). Once the cool-down has passed, exactly one call is let
+// through as a probe, and the others keep being refused until it answers.
+func (s *Store) admit() error {
+	for {
+		until := s.downUntil.Load()
+		if until == 0 {
+			return nil
+		}
+		now := time.Now().UnixNano()
+		if now < until {
+			return errCoolingDown
+		}
+		if s.downUntil.CompareAndSwap(until, now+int64(s.cfg.Cooldown)) {
+			return nil
+		}
 	}
-	if _, ok := ctx.Deadline(); ok {
-		ctx, cancel := context.WithCancel(ctx)
-		return ctx, cancel, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	return ctx, cancel, nil
 }
 
-// fail wraps err for op; outage-class errors also wrap store.ErrUnavailable.
-func fail(op string, err error) error {
-	if unavailable(err) {
+// markDown starts a cool-down.
+func (s *Store) markDown() { s.downUntil.Store(time.Now().Add(s.cfg.Cooldown).UnixNano()) }
+
+// markUp ends a cool-down.
+func (s *Store) markUp() {
+	if s.downUntil.Load() != 0 {
+		s.downUntil.Store(0)
+	}
+}
+
+// do runs f under the configured timeout (unless ctx has a deadline) and
+// the cool-down, and maps its error: results of this package
+// (store.ErrNotFound, store.ErrLimitReached, corrupt data) are returned as
+// they are; outage-class errors start a cool-down and wrap
+// store.ErrUnavailable; anything else is wrapped with op.
+func (s *Store) do(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := s.admit(); err != nil {
 		return fmt.Errorf("store/redis: %s: %w: %w", op, store.ErrUnavailable, err)
 	}
-	return fmt.Errorf("store/redis: %s: %w", op, err)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
+		defer cancel()
+	}
+	err := f(ctx)
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrLimitReached), errors.Is(err, errCorrupt):
+		s.markUp()
+		return err
+	case unavailable(err):
+		s.markDown()
+		return fmt.Errorf("store/redis: %s: %w: %w", op, store.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("store/redis: %s: %w", op, err)
+	}
 }
 
 // outageReplies are Redis error replies that mean Redis cannot serve now,
@@ -315,7 +373,7 @@ func unavailable(err error) bool {
 func parseNamespace(ws, id, created, name string) (store.Namespace, error) {
 	ms, err := strconv.ParseInt(created, 10, 64)
 	if err != nil {
-		return store.Namespace{}, fmt.Errorf("store/redis: corrupt namespace %q of workspace %q", id, ws)
+		return store.Namespace{}, fmt.Errorf("%w: namespace %q of workspace %q", errCorrupt, id, ws)
 	}
 	return store.Namespace{ID: id, Workspace: ws, Name: name, CreatedAt: time.UnixMilli(ms)}, nil
 }
@@ -337,13 +395,13 @@ func namespaceByID(ws, id, v string) (store.Namespace, error) {
 func parseOverride(ws, nsID, identifier, v string) (store.Override, error) {
 	f := strings.Fields(v)
 	if len(f) != 5 {
-		return store.Override{}, fmt.Errorf("store/redis: corrupt override %q of workspace %q", identifier, ws)
+		return store.Override{}, fmt.Errorf("%w: override %q of workspace %q", errCorrupt, identifier, ws)
 	}
 	var n [4]int64
 	for i, s := range f[1:] {
 		x, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return store.Override{}, fmt.Errorf("store/redis: corrupt override %q of workspace %q", identifier, ws)
+			return store.Override{}, fmt.Errorf("%w: override %q of workspace %q", errCorrupt, identifier, ws)
 		}
 		n[i] = x
 	}
@@ -363,11 +421,11 @@ func parseOverride(ws, nsID, identifier, v string) (store.Override, error) {
 func status(reply any) (int64, string, error) {
 	r, ok := reply.([]any)
 	if !ok || len(r) == 0 {
-		return 0, "", fmt.Errorf("unexpected script reply %T", reply)
+		return 0, "", fmt.Errorf("%w: script reply %T", errCorrupt, reply)
 	}
 	code, ok := r[0].(int64)
 	if !ok {
-		return 0, "", fmt.Errorf("unexpected script reply code %T", r[0])
+		return 0, "", fmt.Errorf("%w: script reply code %T", errCorrupt, r[0])
 	}
 	var v string
 	if len(r) > 1 {
@@ -379,100 +437,99 @@ func status(reply any) (int64, string, error) {
 // EnsureNamespace implements store.Store. It fails with
 // store.ErrLimitReached when the workspace has MaxNamespaces namespaces.
 func (s *Store) EnsureNamespace(ctx context.Context, workspace, name string) (store.Namespace, error) {
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return store.Namespace{}, err
-	}
-	defer cancel()
-	if err := s.client.SAdd(ctx, s.workspaces, workspace).Err(); err != nil {
-		return store.Namespace{}, fail("ensure namespace", err)
-	}
-	k := s.keysOf(workspace)
-	now := time.Now().UnixMilli()
-	reply, err := ensureScript.Run(ctx, s.client, []string{k.namespaces(), k.nsIDs()},
-		name, store.NewID(store.NamespaceIDPrefix), now, s.cfg.MaxNamespaces, s.channel, workspace).Result()
-	if err != nil {
-		return store.Namespace{}, fail("ensure namespace", err)
-	}
-	code, v, err := status(reply)
-	switch {
-	case err != nil:
-		return store.Namespace{}, fail("ensure namespace", err)
-	case code < 0:
-		return store.Namespace{}, fmt.Errorf("store/redis: ensure namespace: %w: the workspace has %d namespaces", store.ErrLimitReached, s.cfg.MaxNamespaces)
-	}
-	return namespaceByName(workspace, name, v)
+	var ns store.Namespace
+	err := s.do(ctx, "ensure namespace", func(ctx context.Context) error {
+		if err := s.client.SAdd(ctx, s.workspaces, workspace).Err(); err != nil {
+			return err
+		}
+		k := s.keysOf(workspace)
+		reply, err := ensureScript.Run(ctx, s.client, []string{k.namespaces(), k.nsIDs()},
+			name, store.NewID(store.NamespaceIDPrefix), time.Now().UnixMilli(), s.cfg.MaxNamespaces, s.channel, workspace).Result()
+		if err != nil {
+			return err
+		}
+		code, v, err := status(reply)
+		switch {
+		case err != nil:
+			return err
+		case code < 0:
+			return fmt.Errorf("store/redis: ensure namespace: %w: the workspace has %d namespaces", store.ErrLimitReached, s.cfg.MaxNamespaces)
+		}
+		ns, err = namespaceByName(workspace, name, v)
+		return err
+	})
+	return ns, err
 }
 
 // Namespace implements store.Store: one round trip reads both the id and
 // the name index.
 func (s *Store) Namespace(ctx context.Context, workspace, idOrName string) (store.Namespace, error) {
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return store.Namespace{}, err
-	}
-	defer cancel()
-	k := s.keysOf(workspace)
-	pipe := s.client.Pipeline()
-	byID := pipe.HGet(ctx, k.nsIDs(), idOrName)
-	byName := pipe.HGet(ctx, k.namespaces(), idOrName)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return store.Namespace{}, fail("namespace", err)
-	}
-	if v, err := byID.Result(); err == nil {
-		return namespaceByID(workspace, idOrName, v)
-	}
-	if v, err := byName.Result(); err == nil {
-		return namespaceByName(workspace, idOrName, v)
-	}
-	return store.Namespace{}, store.ErrNotFound
+	var ns store.Namespace
+	err := s.do(ctx, "namespace", func(ctx context.Context) error {
+		k := s.keysOf(workspace)
+		pipe := s.client.Pipeline()
+		byID := pipe.HGet(ctx, k.nsIDs(), idOrName)
+		byName := pipe.HGet(ctx, k.namespaces(), idOrName)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		var err error
+		if v, e := byID.Result(); e == nil {
+			ns, err = namespaceByID(workspace, idOrName, v)
+		} else if v, e := byName.Result(); e == nil {
+			ns, err = namespaceByName(workspace, idOrName, v)
+		} else {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+	return ns, err
 }
 
 // SetOverride implements store.Store. It fails with store.ErrNotFound when
 // o.NamespaceID is not a namespace of o.Workspace, and with
 // store.ErrLimitReached when a new override would exceed MaxOverrides.
 func (s *Store) SetOverride(ctx context.Context, o store.Override) (store.Override, error) {
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return store.Override{}, err
-	}
-	defer cancel()
-	k := s.keysOf(o.Workspace)
-	now := time.Now().UnixMilli()
-	reply, err := setScript.Run(ctx, s.client, []string{k.nsIDs(), k.overrides(), k.index(o.NamespaceID)},
-		o.NamespaceID, overrideField(o.NamespaceID, o.Identifier), o.Identifier, store.NewID(store.OverrideIDPrefix), now,
-		strconv.FormatInt(o.Limit, 10)+" "+strconv.FormatInt(o.Duration.Milliseconds(), 10),
-		s.cfg.MaxOverrides, s.channel, o.Workspace).Result()
-	if err != nil {
-		return store.Override{}, fail("set override", err)
-	}
-	code, v, err := status(reply)
-	switch {
-	case err != nil:
-		return store.Override{}, fail("set override", err)
-	case code == 0:
-		return store.Override{}, store.ErrNotFound
-	case code < 0:
-		return store.Override{}, fmt.Errorf("store/redis: set override: %w: the namespace has %d overrides", store.ErrLimitReached, s.cfg.MaxOverrides)
-	}
-	return parseOverride(o.Workspace, o.NamespaceID, o.Identifier, v)
+	var stored store.Override
+	err := s.do(ctx, "set override", func(ctx context.Context) error {
+		k := s.keysOf(o.Workspace)
+		reply, err := setScript.Run(ctx, s.client, []string{k.nsIDs(), k.overrides(), k.index(o.NamespaceID)},
+			o.NamespaceID, overrideField(o.NamespaceID, o.Identifier), o.Identifier, store.NewID(store.OverrideIDPrefix), time.Now().UnixMilli(),
+			strconv.FormatInt(o.Limit, 10)+" "+strconv.FormatInt(o.Duration.Milliseconds(), 10),
+			s.cfg.MaxOverrides, s.channel, o.Workspace).Result()
+		if err != nil {
+			return err
+		}
+		code, v, err := status(reply)
+		switch {
+		case err != nil:
+			return err
+		case code == 0:
+			return store.ErrNotFound
+		case code < 0:
+			return fmt.Errorf("store/redis: set override: %w: the namespace has %d overrides", store.ErrLimitReached, s.cfg.MaxOverrides)
+		}
+		stored, err = parseOverride(o.Workspace, o.NamespaceID, o.Identifier, v)
+		return err
+	})
+	return stored, err
 }
 
 // Override implements store.Store.
 func (s *Store) Override(ctx context.Context, workspace, namespaceID, identifier string) (store.Override, error) {
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return store.Override{}, err
-	}
-	defer cancel()
-	v, err := s.client.HGet(ctx, s.keysOf(workspace).overrides(), overrideField(namespaceID, identifier)).Result()
-	switch {
-	case errors.Is(err, goredis.Nil):
-		return store.Override{}, store.ErrNotFound
-	case err != nil:
-		return store.Override{}, fail("override", err)
-	}
-	return parseOverride(workspace, namespaceID, identifier, v)
+	var o store.Override
+	err := s.do(ctx, "override", func(ctx context.Context) error {
+		v, err := s.client.HGet(ctx, s.keysOf(workspace).overrides(), overrideField(namespaceID, identifier)).Result()
+		switch {
+		case errors.Is(err, goredis.Nil):
+			return store.ErrNotFound
+		case err != nil:
+			return err
+		}
+		o, err = parseOverride(workspace, namespaceID, identifier, v)
+		return err
+	})
+	return o, err
 }
 
 // ListOverrides implements store.Store, atomically (one script).
@@ -480,45 +537,41 @@ func (s *Store) ListOverrides(ctx context.Context, workspace, namespaceID, after
 	if limit <= 0 {
 		return nil, nil
 	}
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	k := s.keysOf(workspace)
-	reply, err := listScript.Run(ctx, s.client, []string{k.index(namespaceID), k.overrides()},
-		after, limit, overrideField(namespaceID, "")).StringSlice()
-	if err != nil {
-		return nil, fail("list overrides", err)
-	}
-	out := make([]store.Override, 0, len(reply)/2)
-	for i := 0; i+1 < len(reply); i += 2 {
-		o, err := parseOverride(workspace, namespaceID, reply[i], reply[i+1])
+	var out []store.Override
+	err := s.do(ctx, "list overrides", func(ctx context.Context) error {
+		k := s.keysOf(workspace)
+		reply, err := listScript.Run(ctx, s.client, []string{k.index(namespaceID), k.overrides()},
+			after, limit, overrideField(namespaceID, "")).StringSlice()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, o)
-	}
-	return out, nil
+		out = make([]store.Override, 0, len(reply)/2)
+		for i := 0; i+1 < len(reply); i += 2 {
+			o, err := parseOverride(workspace, namespaceID, reply[i], reply[i+1])
+			if err != nil {
+				return err
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // DeleteOverride implements store.Store.
 func (s *Store) DeleteOverride(ctx context.Context, workspace, namespaceID, identifier string) error {
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	k := s.keysOf(workspace)
-	n, err := deleteScript.Run(ctx, s.client, []string{k.overrides(), k.index(namespaceID)},
-		overrideField(namespaceID, identifier), identifier, s.channel, workspace).Int64()
-	switch {
-	case err != nil:
-		return fail("delete override", err)
-	case n == 0:
-		return store.ErrNotFound
-	}
-	return nil
+	return s.do(ctx, "delete override", func(ctx context.Context) error {
+		k := s.keysOf(workspace)
+		n, err := deleteScript.Run(ctx, s.client, []string{k.overrides(), k.index(namespaceID)},
+			overrideField(namespaceID, identifier), identifier, s.channel, workspace).Int64()
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
+			return store.ErrNotFound
+		}
+		return nil
+	})
 }
 
 // Snapshot implements store.Store: one SMEMBERS, then one pipeline that
@@ -526,62 +579,51 @@ func (s *Store) DeleteOverride(ctx context.Context, workspace, namespaceID, iden
 // never deleted, so every override read has its namespace in the snapshot).
 func (s *Store) Snapshot(ctx context.Context) (store.Snapshot, error) {
 	var snap store.Snapshot
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return snap, err
-	}
-	defer cancel()
-	wss, err := s.client.SMembers(ctx, s.workspaces).Result()
-	if err != nil {
-		return snap, fail("snapshot", err)
-	}
-	if len(wss) == 0 {
-		return snap, nil
-	}
-	type reads struct{ overrides, namespaces *goredis.MapStringStringCmd }
-	rs := make([]reads, len(wss))
-	pipe := s.client.Pipeline()
-	for i, ws := range wss {
-		k := s.keysOf(ws)
-		rs[i] = reads{pipe.HGetAll(ctx, k.overrides()), pipe.HGetAll(ctx, k.namespaces())}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return snap, fail("snapshot", err)
-	}
-	for i, ws := range wss {
-		for name, v := range rs[i].namespaces.Val() {
-			ns, err := namespaceByName(ws, name, v)
-			if err != nil {
-				return snap, err
-			}
-			snap.Namespaces = append(snap.Namespaces, ns)
+	err := s.do(ctx, "snapshot", func(ctx context.Context) error {
+		wss, err := s.client.SMembers(ctx, s.workspaces).Result()
+		if err != nil || len(wss) == 0 {
+			return err
 		}
-		for f, v := range rs[i].overrides.Val() {
-			nsID, identifier, ok := splitOverrideField(f)
-			if !ok {
-				return snap, fmt.Errorf("store/redis: corrupt override field %q of workspace %q", f, ws)
-			}
-			o, err := parseOverride(ws, nsID, identifier, v)
-			if err != nil {
-				return snap, err
-			}
-			snap.Overrides = append(snap.Overrides, o)
+		type reads struct{ overrides, namespaces *goredis.MapStringStringCmd }
+		rs := make([]reads, len(wss))
+		pipe := s.client.Pipeline()
+		for i, ws := range wss {
+			k := s.keysOf(ws)
+			rs[i] = reads{pipe.HGetAll(ctx, k.overrides()), pipe.HGetAll(ctx, k.namespaces())}
 		}
-	}
-	return snap, nil
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		for i, ws := range wss {
+			for name, v := range rs[i].namespaces.Val() {
+				ns, err := namespaceByName(ws, name, v)
+				if err != nil {
+					return err
+				}
+				snap.Namespaces = append(snap.Namespaces, ns)
+			}
+			for f, v := range rs[i].overrides.Val() {
+				nsID, identifier, ok := splitOverrideField(f)
+				if !ok {
+					return fmt.Errorf("%w: override field %q of workspace %q", errCorrupt, f, ws)
+				}
+				o, err := parseOverride(ws, nsID, identifier, v)
+				if err != nil {
+					return err
+				}
+				snap.Overrides = append(snap.Overrides, o)
+			}
+		}
+		return nil
+	})
+	return snap, err
 }
 
-// Ping implements store.Store.
+// Ping implements store.Store. It ignores a cool-down: it always asks
+// Redis, and its answer ends or starts one.
 func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel, err := s.call(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fail("ping", err)
-	}
-	return nil
+	s.markUp()
+	return s.do(ctx, "ping", func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
 }
 
 // Close implements store.Store: later calls fail with store.ErrClosed. It

@@ -23,6 +23,7 @@ func (s *Store) Watch(ctx context.Context, changed func()) error {
 			s.cfg.Logger.Info("store/redis: change subscription restored")
 		}
 		backoff, failures = s.minBackoff, 0
+		s.markUp() // Redis answers again: writes need not wait for a probe
 		changed()
 	}
 	for {
