@@ -30,12 +30,17 @@ type countRow struct {
 // are not written (an absent row counts 0). Chunks commit one by one: a
 // failed call may have written some of them, which the next Publish makes
 // good.
+//
+// A cell that cannot be stored exactly (see [ErrInvalidInput]) is left out
+// and the others are written; the call then returns an error wrapping
+// ErrInvalidInput that counts them. A region that cannot be stored fails
+// the call before anything is sent.
 func (s *Store) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
-	rows, err := countRows(region, counts)
-	if err != nil {
+	if err := checkRegion(region); err != nil {
 		return err
 	}
-	return s.do(ctx, OpPublish, func(ctx context.Context, t *tally) error {
+	rows, skipped := countRows(counts)
+	err := s.do(ctx, OpPublish, func(ctx context.Context, t *tally) error {
 		if err := s.announce(ctx, t, region, now); err != nil {
 			return err
 		}
@@ -53,19 +58,19 @@ func (s *Store) Publish(ctx context.Context, region string, counts []global.Coun
 		}
 		return nil
 	})
+	return errors.Join(err, skipped.err())
 }
 
-// countRows validates counts and returns the rows to write: positive counts
-// only, one row per cell (the highest count and expiry of the call), sorted
-// by primary key.
-func countRows(region string, counts []global.Count) ([]countRow, error) {
-	if err := checkRegion(region); err != nil {
-		return nil, err
-	}
+// countRows returns the rows to write: positive counts of cells that can be
+// stored, one row per cell (the highest count and expiry of the call),
+// sorted by primary key; and the cells left out.
+func countRows(counts []global.Count) ([]countRow, skips) {
+	var skipped skips
 	rows := make([]countRow, 0, len(counts))
 	for _, c := range counts {
-		if err := checkCell(c.Cell); err != nil {
-			return nil, err
+		if p := cellProblem(c.Cell); p != "" {
+			skipped.add(p)
+			continue
 		}
 		if c.Count > 0 {
 			rows = append(rows, countRow{key: keyOf(c.Cell), Count: c})
@@ -81,7 +86,7 @@ func countRows(region string, counts []global.Count) ([]countRow, error) {
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out, skipped
 }
 
 // execer is a *sql.DB or a *sql.Conn.

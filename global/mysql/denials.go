@@ -3,6 +3,8 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/sluicehq/sluice/global"
@@ -17,13 +19,15 @@ type denialRow struct {
 // EmitDenials implements [global.Store]: it inserts the denials in
 // primary-key order, in chunks of Config.ChunkRows rows; a cell already
 // recorded keeps its first row (and its place for cursors). Within one call
-// the first denial of a cell wins too.
+// the first denial of a cell wins too. A denial that cannot be stored
+// exactly (see [ErrInvalidInput]) is left out and the others are written;
+// the call then returns an error wrapping ErrInvalidInput that counts them.
 func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error {
-	rows, err := denialRows(denials)
-	if err != nil {
-		return err
+	rows, skipped := denialRows(denials)
+	if len(rows) == 0 {
+		return skipped.err()
 	}
-	return s.do(ctx, OpEmitDenials, func(ctx context.Context, t *tally) error {
+	err := s.do(ctx, OpEmitDenials, func(ctx context.Context, t *tally) error {
 		for chunk := range slices.Chunk(rows, s.cfg.ChunkRows) {
 			args := make([]any, 0, 9*len(chunk))
 			for _, r := range chunk {
@@ -38,24 +42,28 @@ func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error 
 		}
 		return nil
 	})
+	return errors.Join(err, skipped.err())
 }
 
-// denialRows validates denials and returns the rows to write: the first
-// denial of each cell, sorted by primary key.
-func denialRows(denials []global.Denial) ([]denialRow, error) {
+// denialRows returns the rows to write: the first denial of each cell that
+// can be stored, sorted by primary key; and the denials left out.
+func denialRows(denials []global.Denial) ([]denialRow, skips) {
+	var skipped skips
 	rows := make([]denialRow, 0, len(denials))
 	for _, d := range denials {
-		if err := checkCell(d.Cell); err != nil {
-			return nil, err
+		p := cellProblem(d.Cell)
+		if p == "" && len(d.Region) > MaxRegionBytes {
+			p = fmt.Sprintf("region is longer than %d bytes", MaxRegionBytes)
 		}
-		if err := checkRegion(d.Region); err != nil {
-			return nil, err
+		if p != "" {
+			skipped.add(p)
+			continue
 		}
 		rows = append(rows, denialRow{key: keyOf(d.Cell), Denial: d})
 	}
 	// A stable sort keeps the first denial of a cell first; Compact keeps it.
 	slices.SortStableFunc(rows, func(a, b denialRow) int { return a.key.compare(b.key) })
-	return slices.CompactFunc(rows, func(a, b denialRow) bool { return a.key == b.key }), nil
+	return slices.CompactFunc(rows, func(a, b denialRow) bool { return a.key == b.key }), skipped
 }
 
 // Denials implements [global.Store]. Like Pull, it reads the database clock

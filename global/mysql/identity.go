@@ -52,24 +52,47 @@ func (a rowKey) compare(b rowKey) int {
 	return cmp.Compare(a.seq, b.seq)
 }
 
-// checkCell reports why c cannot be stored, wrapped in ErrInvalidInput.
-func checkCell(c origin.Cell) error {
+// cellProblem returns why c cannot be stored exactly, or "".
+func cellProblem(c origin.Cell) string {
 	d := c.Duration
 	switch {
 	case d < time.Millisecond || d%time.Millisecond != 0:
-		return fmt.Errorf("%w: duration %v is not a positive whole number of milliseconds", ErrInvalidInput, d)
+		return fmt.Sprintf("duration %v is not a positive whole number of milliseconds", d)
 	case len(c.Workspace) > MaxFieldBytes, len(c.Namespace) > MaxFieldBytes, len(c.Identifier) > MaxFieldBytes:
-		return fmt.Errorf("%w: an identity field is longer than %d bytes", ErrInvalidInput, MaxFieldBytes)
+		return fmt.Sprintf("an identity field is longer than %d bytes", MaxFieldBytes)
 	}
-	return nil
+	return ""
 }
 
-// checkRegion reports why region cannot be stored.
+// checkRegion reports why region cannot be stored, wrapped in
+// ErrInvalidInput.
 func checkRegion(region string) error {
 	if len(region) > MaxRegionBytes {
 		return fmt.Errorf("%w: region is longer than %d bytes", ErrInvalidInput, MaxRegionBytes)
 	}
 	return nil
+}
+
+// skips counts the rows a call leaves out because they cannot be stored.
+type skips struct {
+	n     int
+	first string
+}
+
+func (s *skips) add(problem string) {
+	if s.n == 0 {
+		s.first = problem
+	}
+	s.n++
+}
+
+// err returns nil, or an error wrapping ErrInvalidInput that says how many
+// rows were left out and why the first was.
+func (s skips) err() error {
+	if s.n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d rows not written (the first: %s)", ErrInvalidInput, s.n, s.first)
 }
 
 // cellOf rebuilds a cell from its stored columns.

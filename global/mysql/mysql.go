@@ -35,11 +35,13 @@ import (
 var (
 	// ErrClosed is returned by calls made after [Store.Close].
 	ErrClosed = errors.New("global/mysql: store is closed")
-	// ErrInvalidInput is returned, wrapped with the reason, for a cell,
-	// region or batch the store cannot record: a duration that is not a
-	// positive whole number of milliseconds, a field longer than
-	// MaxFieldBytes, a region longer than MaxRegionBytes, a batch under 1.
-	// Nothing is sent to the database.
+	// ErrInvalidInput is returned, wrapped with the reason, for what the
+	// store cannot record exactly: a duration that is not a positive whole
+	// number of milliseconds, a field longer than MaxFieldBytes, a region
+	// longer than MaxRegionBytes, a cleanup batch under 1. A call's region
+	// or batch fails the call before anything is sent; a cell or denial is
+	// left out while the rest of its call is written (one long identifier
+	// must not stop a region's convergence).
 	ErrInvalidInput = errors.New("global/mysql: invalid input")
 	// ErrMigration is returned by New when the schema cannot be brought up
 	// to date.

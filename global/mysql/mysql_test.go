@@ -77,31 +77,19 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}
 }
 
-// TestInvalidInput: the store refuses what it cannot record exactly,
-// before touching the network (no call is observed).
+// TestInvalidInput: a region or batch the store cannot record fails the
+// call before touching the network (no call is observed).
 func TestInvalidInput(t *testing.T) {
 	rec := &recorder{}
 	s := openStore(t, Config{Observer: rec})
-	long := strings.Repeat("x", MaxFieldBytes+1)
-	odd := testCell("x", seq)
-	odd.Duration = 1500 * time.Microsecond
-	wide := testCell(long, seq)
-	okCell := testCell("x", seq)
-	zero := testCell("x", seq)
-	zero.Duration = 0
+	long := strings.Repeat("r", MaxRegionBytes+1)
 	for _, tc := range []struct {
 		name string
 		call func() error
 	}{
-		{"sub-millisecond duration", func() error { return s.Publish(ctx, "a", []global.Count{{Cell: odd, Count: 1}}, now) }},
-		{"zero duration", func() error { return s.Publish(ctx, "a", []global.Count{{Cell: zero, Count: 1}}, now) }},
-		{"identifier too long", func() error { return s.Publish(ctx, "a", []global.Count{{Cell: wide, Count: 1}}, now) }},
-		{"region too long", func() error { return s.Announce(ctx, strings.Repeat("r", MaxRegionBytes+1), now) }},
-		{"denial region too long", func() error {
-			return s.EmitDenials(ctx, []global.Denial{{Cell: okCell, Region: strings.Repeat("r", MaxRegionBytes+1)}})
-		}},
-		{"denial identifier too long", func() error { return s.EmitDenials(ctx, []global.Denial{{Cell: wide}}) }},
-		{"pull region too long", func() error { _, err := s.Pull(ctx, strings.Repeat("r", MaxRegionBytes+1), 0, now, 1); return err }},
+		{"publish region too long", func() error { return s.Publish(ctx, long, nil, now) }},
+		{"announce region too long", func() error { return s.Announce(ctx, long, now) }},
+		{"pull region too long", func() error { _, err := s.Pull(ctx, long, 0, now, 1); return err }},
 		{"cleanup batch 0", func() error { _, err := s.Cleanup(ctx, now, 0); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +100,44 @@ func TestInvalidInput(t *testing.T) {
 	}
 	if n := len(rec.outcomes()); n != 0 {
 		t.Fatalf("invalid calls were sent: %v", rec.outcomes())
+	}
+}
+
+// TestInvalidCellsSkipped: cells the store cannot record exactly are left
+// out, the others written, and the call says how many it left out.
+func TestInvalidCellsSkipped(t *testing.T) {
+	s := openStore(t, Config{})
+	good := testCell("good", seq)
+	odd, zero, wide := testCell("odd", seq), testCell("zero", seq), testCell(strings.Repeat("x", MaxFieldBytes+1), seq)
+	odd.Duration, zero.Duration = 1500*time.Microsecond, 0
+	exp := now + 60_000
+	var counts []global.Count
+	var denials []global.Denial
+	for _, c := range []origin.Cell{odd, good, zero, wide} {
+		counts = append(counts, global.Count{Cell: c, Count: 1, ExpiresAt: exp})
+		denials = append(denials, global.Denial{Cell: c, Limit: 1, Region: "a", ExpiresAt: exp})
+	}
+	denials = append(denials, global.Denial{Cell: testCell("other", seq), Region: strings.Repeat("r", MaxRegionBytes+1), ExpiresAt: exp})
+	for _, tc := range []struct {
+		name, want string
+		call       func() error
+	}{
+		{"publish", "3 rows not written", func() error { return s.Publish(ctx, "a", counts, now) }},
+		{"emit denials", "4 rows not written", func() error { return s.EmitDenials(ctx, denials) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalidInput saying %q", err, tc.want)
+			}
+		})
+	}
+	p, err := s.Pull(ctx, "b", 0, now, 1000)
+	if err != nil || len(p.Cells) != 1 || p.Cells[0].Cell != good {
+		t.Fatalf("pulled %v, %v; want the valid cell only", p.Cells, err)
+	}
+	ds, _, err := s.Denials(ctx, 0, now)
+	if err != nil || len(ds) != 1 || ds[0].Cell != good {
+		t.Fatalf("denials %v, %v; want the valid cell only", ds, err)
 	}
 }
 
@@ -185,14 +211,14 @@ func TestPublishChunks(t *testing.T) {
 
 func TestCountRowsSortsAndMerges(t *testing.T) {
 	x, y := testCell("x", seq), testCell("y", seq)
-	rows, err := countRows("a", []global.Count{
+	rows, skipped := countRows([]global.Count{
 		{Cell: y, Count: 1, ExpiresAt: 5},
 		{Cell: x, Count: 4, ExpiresAt: 9},
 		{Cell: testCell("zero", seq), Count: 0},
 		{Cell: y, Count: 3, ExpiresAt: 2},
 		{Cell: x, Count: 2, ExpiresAt: 10},
 	})
-	if err != nil {
+	if err := skipped.err(); err != nil {
 		t.Fatal(err)
 	}
 	want := map[origin.Cell][2]int64{x: {4, 10}, y: {3, 5}}
@@ -211,8 +237,8 @@ func TestCountRowsSortsAndMerges(t *testing.T) {
 
 func TestDenialRowsKeepFirst(t *testing.T) {
 	x, y := testCell("x", seq), testCell("y", seq)
-	rows, err := denialRows([]global.Denial{{Cell: y, Limit: 1}, {Cell: x, Limit: 2}, {Cell: y, Limit: 3}, {Cell: x, Limit: 4}})
-	if err != nil {
+	rows, skipped := denialRows([]global.Denial{{Cell: y, Limit: 1}, {Cell: x, Limit: 2}, {Cell: y, Limit: 3}, {Cell: x, Limit: 4}})
+	if err := skipped.err(); err != nil {
 		t.Fatal(err)
 	}
 	got := map[origin.Cell]int64{}
@@ -333,10 +359,7 @@ func TestLateCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openStore(t, Config{CursorOverlap: tc.overlap})
 			c := testCell("late", seq)
-			rows, err := countRows("a", []global.Count{{Cell: c, Count: 5, ExpiresAt: now + 60_000}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rows, _ := countRows([]global.Count{{Cell: c, Count: 5, ExpiresAt: now + 60_000}})
 			r := rows[0]
 			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
