@@ -260,3 +260,49 @@ func TestSharedStoreDown(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreChoice checks which store each combination of flags (and
+// SLUICE_STORE) gives, that the start-up log says whether it is shared, and
+// that a shared origin beside a per-node store is warned about.
+func TestStoreChoice(t *testing.T) {
+	redisURL := "redis://" + testenv.RedisAddr(t) + "/0"
+	dsn := testenv.MySQLDSN(t)
+	const warning = "overrides will differ between nodes"
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		flags  []string
+		store  string
+		shared bool
+	}{
+		{"nothing: sqlite", nil, nil, "sqlite", false},
+		{"redis url: redis", nil, []string{"--redis-url", redisURL}, "redis", true},
+		{"mysql dsn: mysql", nil, []string{"--mysql-dsn", dsn}, "mysql", true},
+		{"both: mysql", nil, []string{"--redis-url", redisURL, "--mysql-dsn", dsn}, "mysql", true},
+		{"explicit sqlite beside redis", nil, []string{"--redis-url", redisURL, "--store", "sqlite"}, "sqlite", false},
+		{"SLUICE_STORE", []string{"SLUICE_STORE=sqlite"}, []string{"--redis-url", redisURL}, "sqlite", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := start(t, tc.env, tc.flags...).logs()
+			if !strings.Contains(logs, `"store":"`+tc.store+`"`) || !strings.Contains(logs, fmt.Sprintf(`"shared":%v`, tc.shared)) {
+				t.Fatalf("start-up log does not say store %s, shared %v:\n%s", tc.store, tc.shared, logs)
+			}
+			wantWarning := tc.store == "sqlite" && slices.Contains(tc.flags, "--redis-url")
+			if strings.Contains(logs, warning) != wantWarning {
+				t.Fatalf("warning %q logged: %v, want %v:\n%s", warning, !wantWarning, wantWarning, logs)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, flag, want string }{
+		{"redis store without url", "redis", "--store redis needs --redis-url"},
+		{"mysql store without dsn", "mysql", "--store mysql needs --mysql-dsn"},
+		{"unknown store", "etcd", "--store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := run(t, nil, "serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--store", tc.flag)
+			if code == 0 || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, output lacks %q:\n%s", code, tc.want, out)
+			}
+		})
+	}
+}
