@@ -30,8 +30,9 @@ type CacheConfig struct {
 	// Logger receives refresh failures and namespace creations. Default:
 	// discard.
 	Logger *slog.Logger
-	// OnRefresh, if set, is called after every refresh with its duration and
-	// error (nil on success); the server uses it for store-health metrics.
+	// OnRefresh, if set, is called after every refresh, once the cache
+	// serves its result, with the duration of the store's read and its error
+	// (nil on success); the server uses it for store-health metrics.
 	OnRefresh func(elapsed time.Duration, err error)
 }
 
@@ -142,10 +143,11 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	defer c.reloadMu.Unlock()
 	start := time.Now()
 	snap, err := c.cfg.Store.Snapshot(ctx)
-	if c.cfg.OnRefresh != nil {
-		c.cfg.OnRefresh(time.Since(start), err)
-	}
+	elapsed := time.Since(start)
 	if err != nil {
+		if c.cfg.OnRefresh != nil {
+			c.cfg.OnRefresh(elapsed, err)
+		}
 		return fmt.Errorf("store: refresh: %w", err)
 	}
 	for _, ns := range snap.Namespaces {
@@ -160,6 +162,9 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		idx[id] = newOverrideIndex(os)
 	}
 	c.overrides.Store(&idx)
+	if c.cfg.OnRefresh != nil {
+		c.cfg.OnRefresh(elapsed, nil)
+	}
 	return nil
 }
 

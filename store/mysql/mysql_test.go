@@ -128,49 +128,6 @@ func TestWritesBumpTheVersion(t *testing.T) {
 	}
 }
 
-// watch runs s.Watch until the test ends; the channel receives a value per
-// changed call (up to its buffer).
-func watch(t *testing.T, s *mysql.Store) <-chan struct{} {
-	t.Helper()
-	ch := make(chan struct{}, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Watch(ctx, func() {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Watch returned %v after its context was cancelled", err)
-		}
-	})
-	return ch
-}
-
-func waitChanged(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(within):
-		t.Fatalf("no change reported within %v: %s", within, what)
-	}
-}
-
-func drain(ch <-chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
-
 // TestWatchReportsOtherStoresWrites: a write through one store (node) is
 // reported by the other store's Watch within a few poll intervals.
 func TestWatchReportsOtherStoresWrites(t *testing.T) {
@@ -180,19 +137,19 @@ func TestWatchReportsOtherStoresWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	changes := watch(t, a)
-	waitChanged(t, changes, 5*time.Second, "the first read")
+	changes := storetest.Watch(t, a)
+	storetest.WaitChanged(t, changes, 5*time.Second, "the first read")
 	ctx := context.Background()
 	ns, err := b.EnsureNamespace(ctx, "ws", "api")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitChanged(t, changes, time.Second, "namespace created")
-	drain(changes)
+	storetest.WaitChanged(t, changes, time.Second, "namespace created")
+	storetest.Drain(changes)
 	if _, err := b.SetOverride(ctx, store.Override{Workspace: "ws", NamespaceID: ns.ID, Identifier: "x", Limit: 1, Duration: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	waitChanged(t, changes, time.Second, "override set")
+	storetest.WaitChanged(t, changes, time.Second, "override set")
 }
 
 // TestUnavailable: with MariaDB unreachable, reads and writes fail with
@@ -217,8 +174,8 @@ func TestUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes := watch(t, s)
-	waitChanged(t, changes, 5*time.Second, "the first read")
+	changes := storetest.Watch(t, s)
+	storetest.WaitChanged(t, changes, 5*time.Second, "the first read")
 	ops := []struct {
 		name string
 		op   func() error
@@ -243,9 +200,9 @@ func TestUnavailable(t *testing.T) {
 	if _, err := other.EnsureNamespace(ctx, "ws", "while-down"); err != nil {
 		t.Fatal(err)
 	}
-	drain(changes)
+	storetest.Drain(changes)
 	proxy.Up()
-	waitChanged(t, changes, 5*time.Second, "the change made while unreachable")
+	storetest.WaitChanged(t, changes, 5*time.Second, "the change made while unreachable")
 	for _, tc := range ops {
 		t.Run("up/"+tc.name, func(t *testing.T) {
 			if err := tc.op(); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -171,50 +171,6 @@ func TestSetOverrideNeedsTheWorkspacesNamespace(t *testing.T) {
 	}
 }
 
-// watch runs s.Watch until the test ends and returns a channel that
-// receives a value per changed call (dropping none for the first 64).
-func watch(t *testing.T, s *redis.Store) <-chan struct{} {
-	t.Helper()
-	ch := make(chan struct{}, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Watch(ctx, func() {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Watch returned %v after its context was cancelled", err)
-		}
-	})
-	return ch
-}
-
-func waitChanged(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(within):
-		t.Fatalf("no change reported within %v: %s", within, what)
-	}
-}
-
-// drain empties ch of the reports received so far.
-func drain(ch <-chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
-
 // TestWatchReportsOtherStoresWrites: a write through one store (node) is
 // reported to a watcher on another store of the same prefix, and not to
 // one of another prefix.
@@ -224,10 +180,10 @@ func TestWatchReportsOtherStoresWrites(t *testing.T) {
 	a := open(t, addr, prefix, redis.Config{})
 	b := open(t, addr, prefix, redis.Config{})
 	other := open(t, addr, uniquePrefix(t, addr), redis.Config{})
-	changes := watch(t, a)
-	otherChanges := watch(t, other)
-	waitChanged(t, changes, 5*time.Second, "the first subscription")
-	waitChanged(t, otherChanges, 5*time.Second, "the first subscription (other prefix)")
+	changes := storetest.Watch(t, a)
+	otherChanges := storetest.Watch(t, other)
+	storetest.WaitChanged(t, changes, 5*time.Second, "the first subscription")
+	storetest.WaitChanged(t, otherChanges, 5*time.Second, "the first subscription (other prefix)")
 	ctx := context.Background()
 	var ns store.Namespace
 	for _, tc := range []struct {
@@ -246,11 +202,11 @@ func TestWatchReportsOtherStoresWrites(t *testing.T) {
 		{"override deleted", func() error { return b.DeleteOverride(ctx, "ws", ns.ID, "x") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			drain(changes)
+			storetest.Drain(changes)
 			if err := tc.op(); err != nil {
 				t.Fatal(err)
 			}
-			waitChanged(t, changes, time.Second, tc.name)
+			storetest.WaitChanged(t, changes, time.Second, tc.name)
 		})
 	}
 	select {
@@ -270,16 +226,16 @@ func TestWatchResubscribes(t *testing.T) {
 	proxy := testenv.NewProxy(t, addr)
 	watched := open(t, proxy.Addr(), prefix, redis.Config{})
 	writer := open(t, addr, prefix, redis.Config{})
-	changes := watch(t, watched)
-	waitChanged(t, changes, 5*time.Second, "the first subscription")
+	changes := storetest.Watch(t, watched)
+	storetest.WaitChanged(t, changes, 5*time.Second, "the first subscription")
 
 	proxy.Down()
 	if _, err := writer.EnsureNamespace(context.Background(), "ws", "while-down"); err != nil {
 		t.Fatal(err)
 	}
-	drain(changes)
+	storetest.Drain(changes)
 	proxy.Up()
-	waitChanged(t, changes, 10*time.Second, "the resubscription after Redis came back")
+	storetest.WaitChanged(t, changes, 10*time.Second, "the resubscription after Redis came back")
 }
 
 // TestUnavailable: with Redis unreachable every operation fails with
