@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Brings up the real services Sluice's tests use: Redis on 127.0.0.1:6379 and
-# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`).
+# Brings up the real services Sluice's tests use: Redis on 127.0.0.1:6379,
+# a Redis Cluster of 3 masters with one replica each on 127.0.0.1:7101-7106,
+# and MariaDB on 127.0.0.1:3306 (root, empty password, database `test`).
 # It reuses a running server, else starts one from the installed binaries, else
 # (as root on Debian) installs it from Debian's packages. If it cannot, it
 # stops and prints the exact command to run.
@@ -8,6 +9,8 @@ set -euo pipefail
 
 REDIS_ADDR=${SLUICE_TEST_REDIS:-127.0.0.1:6379}
 MYSQL_ADDR=${SLUICE_TEST_MYSQL_ADDR:-127.0.0.1:3306}
+CLUSTER_PORTS=${SLUICE_TEST_REDIS_CLUSTER_PORTS:-7101 7102 7103 7104 7105 7106}
+CLUSTER_DIR=${SLUICE_TEST_REDIS_CLUSTER_DIR:-/tmp/sluice-test-cluster}
 
 listening() { # host:port
   (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null
@@ -42,6 +45,52 @@ redis_up() {
   wait_for "$REDIS_ADDR" Redis
 }
 
+cluster_state() { # port: prints ok, fail, or nothing when unreachable
+  redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'
+}
+
+cluster_ok() { # every node of the cluster reports ok
+  local port
+  for port in $CLUSTER_PORTS; do
+    [ "$(cluster_state "$port")" = ok ] || return 1
+  done
+}
+
+# cluster_up reuses a healthy cluster; starts the nodes that do not listen
+# (a restarted node rejoins from its nodes.conf); and creates the cluster when
+# its nodes know no cluster yet, or still do not agree after a few seconds
+# (then they are emptied and reset first: the cluster holds test data only).
+cluster_up() {
+  cluster_ok && return 0
+  local port addrs=()
+  for port in $CLUSTER_PORTS; do
+    addrs+=("127.0.0.1:$port")
+    listening "127.0.0.1:$port" && continue
+    mkdir -p "$CLUSTER_DIR/$port"
+    echo "services: starting Redis Cluster node on 127.0.0.1:$port" >&2
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" \
+      --cluster-enabled yes --cluster-config-file "$CLUSTER_DIR/$port/nodes.conf" \
+      --cluster-node-timeout 2000 --save "" --appendonly no \
+      --dir "$CLUSTER_DIR/$port" --logfile "$CLUSTER_DIR/$port/redis.log"
+  done
+  for port in $CLUSTER_PORTS; do wait_for "127.0.0.1:$port" "Redis Cluster node"; done
+  local known
+  known=$(redis-cli -h 127.0.0.1 -p "${CLUSTER_PORTS%% *}" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')
+  if [ "$known" != 1 ]; then
+    for _ in $(seq 1 20); do cluster_ok && return 0; sleep 0.5; done
+    echo "services: Redis Cluster on ${CLUSTER_PORTS// /,} is not healthy; resetting it" >&2
+    for port in $CLUSTER_PORTS; do
+      redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null 2>&1 || true
+      redis-cli -h 127.0.0.1 -p "$port" cluster reset hard >/dev/null
+    done
+  fi
+  echo "services: creating Redis Cluster on ${addrs[*]}" >&2
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >/dev/null
+  for _ in $(seq 1 60); do cluster_ok && return 0; sleep 0.5; done
+  echo "services: Redis Cluster did not become healthy; see $CLUSTER_DIR/*/redis.log" >&2
+  return 1
+}
+
 mysql_up() {
   if ! listening "$MYSQL_ADDR"; then
     local daemon
@@ -72,5 +121,6 @@ mysql_up() {
 }
 
 redis_up
+cluster_up
 mysql_up
-echo "services: Redis at $REDIS_ADDR, MariaDB at $MYSQL_ADDR" >&2
+echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR" >&2
