@@ -30,6 +30,16 @@
 // Config.MaxNamespaces and Config.MaxOverrides bound what a client can grow;
 // a write past a bound fails with store.ErrLimitReached and changes nothing.
 //
+// # Outages
+//
+// Errors that mean Redis is unreachable (connection refused or lost,
+// timeouts, outage replies such as LOADING or READONLY) wrap
+// store.ErrUnavailable. After one, calls fail at once for Config.Cooldown,
+// then one call probes Redis; a store.Cache meanwhile serves its last good
+// copy. Watch resubscribes by itself and reports a change when it is back.
+//
+// # Persistence
+//
 // The keys have no expiry. Give Redis persistence (AOF or RDB) and a
 // maxmemory policy that never evicts keys without a TTL (noeviction or a
 // volatile-* policy), or a restart or eviction loses overrides.
@@ -277,7 +287,7 @@ var errCorrupt = errors.New("store/redis: corrupt data")
 
 // errCoolingDown is the cause of calls refused while Redis is known to be
 // unreachable.
-var errCoolingDown = errors.New("Redis was unreachable moments ago; the next probe is due shortly")
+var errCoolingDown = errors.New("unreachable moments ago; the next probe is due shortly")
 
 // admit refuses a call while Redis is known to be unreachable (see
 // Config.Cooldown). Once the cool-down has passed, exactly one call is let
