@@ -49,12 +49,12 @@ func toOverrideData(o store.Override) overrideData {
 }
 
 // request turns a decoded limit body into a library request: it resolves
-// the namespace (creating it on first use) and applies the most specific
-// override, whose limit and duration replace the request's. The counter is
-// keyed by the namespace's name, so addressing it by ID or by name counts
-// alike. If the store cannot be reached for a namespace not yet cached, the
-// request is decided without overrides under the name it gave, rather than
-// failing.
+// the namespace (creating it on first use, in the background) and applies
+// the most specific override, whose limit and duration replace the
+// request's. The counter is keyed by the namespace's name, so addressing it
+// by ID or by name counts alike. A namespace that is not known yet, or that
+// a slow or failing store has not created within a short wait, has no
+// overrides: the request is decided under the name it gave.
 func (s *Server) request(c *call, in limitInput) (sluice.Request, string, *apiError) {
 	r := sluice.Request{
 		Workspace:  c.workspace,
@@ -64,13 +64,9 @@ func (s *Server) request(c *call, in limitInput) (sluice.Request, string, *apiEr
 		Duration:   time.Duration(in.Duration) * time.Millisecond,
 		Cost:       in.Cost,
 	}
-	ns, err := s.cfg.Catalog.EnsureNamespace(c.ctx, c.workspace, in.Namespace)
-	switch {
-	case errors.Is(err, store.ErrClosed):
-		return r, "", newError(http.StatusServiceUnavailable, TypeUnavailable, "The server is shutting down.")
-	case err != nil:
-		s.cfg.Logger.Warn("server: namespace store unavailable; deciding without overrides", "workspace", c.workspace, "namespace", in.Namespace, "err", err)
-		return r, "", nil
+	ns, ok, e := s.namespaces.forLimit(c.ctx, c.workspace, in.Namespace)
+	if !ok {
+		return r, "", e
 	}
 	r.Namespace = ns.Name
 	o, ok := s.cfg.Catalog.Match(ns.ID, in.Identifier)
@@ -95,18 +91,18 @@ func limiterError(err error, loc string) *apiError {
 	}
 }
 
-func (s *Server) limit(c *call) (any, *pagination, *apiError) {
+func (s *Server) limit(c *call) *apiError {
 	in, es := decodeLimit(c.body)
 	if len(es) > 0 {
-		return nil, nil, badRequest(es)
+		return badRequest(es)
 	}
 	req, overrideID, e := s.request(c, in)
 	if e != nil {
-		return nil, nil, e
+		return e
 	}
 	res, err := s.cfg.Limiter.Ratelimit(c.ctx, req)
 	if err != nil {
-		return nil, nil, limiterError(err, "body")
+		return limiterError(err, "body")
 	}
 	if m := s.cfg.Metrics; m != nil {
 		m.decision(req.Namespace, res.Success)
@@ -117,19 +113,21 @@ func (s *Server) limit(c *call) (any, *pagination, *apiError) {
 			span.SetAttributes(AttrOverrideID.String(overrideID))
 		}
 	}
-	return limitData{
+	data := limitData{
 		Limit:      res.Limit,
 		Remaining:  res.Remaining,
 		Reset:      res.Reset.UnixMilli(),
 		Success:    res.Success,
 		OverrideID: overrideID,
-	}, nil, nil
+	}
+	c.data = data.appendJSON(c.data)
+	return nil
 }
 
-func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
+func (s *Server) multiLimit(c *call) *apiError {
 	ins, es := decodeMultiLimit(c.body)
 	if len(es) > 0 {
-		return nil, nil, badRequest(es)
+		return badRequest(es)
 	}
 	reqs := make([]sluice.Request, len(ins))
 	overrideIDs := make([]string, len(ins))
@@ -137,12 +135,12 @@ func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
 		var e *apiError
 		reqs[i], overrideIDs[i], e = s.request(c, in)
 		if e != nil {
-			return nil, nil, e
+			return e
 		}
 	}
 	res, err := s.cfg.Limiter.RatelimitMany(c.ctx, reqs)
 	if err != nil {
-		return nil, nil, limiterError(err, "body")
+		return limiterError(err, "body")
 	}
 	out := multiData{Passed: true, Limits: make([]checkData, len(res))}
 	for i, r := range res {
@@ -163,7 +161,8 @@ func (s *Server) multiLimit(c *call) (any, *pagination, *apiError) {
 	if span := c.span; span != nil {
 		span.SetAttributes(AttrChecks.Int(len(reqs)), AttrSuccess.Bool(out.Passed))
 	}
-	return out, nil, nil
+	c.data = out.appendJSON(c.data)
+	return nil
 }
 
 // storeError maps a store error: ErrNotFound becomes notFound, an
@@ -201,14 +200,14 @@ func quote(s string) string {
 	return "\"" + s + "\""
 }
 
-func (s *Server) setOverride(c *call) (any, *pagination, *apiError) {
+func (s *Server) setOverride(c *call) *apiError {
 	in, es := decodeSetOverride(c.body)
 	if len(es) > 0 {
-		return nil, nil, badRequest(es)
+		return badRequest(es)
 	}
-	ns, err := s.cfg.Catalog.EnsureNamespace(c.ctx, c.workspace, in.Namespace)
-	if err != nil {
-		return nil, nil, storeError(err, namespaceNotFound(in.Namespace))
+	ns, e := s.namespaces.ensure(c.ctx, c.workspace, in.Namespace)
+	if e != nil {
+		return e
 	}
 	o, err := s.cfg.Catalog.SetOverride(c.ctx, store.Override{
 		Workspace:   c.workspace,
@@ -218,9 +217,9 @@ func (s *Server) setOverride(c *call) (any, *pagination, *apiError) {
 		Duration:    time.Duration(in.Duration) * time.Millisecond,
 	})
 	if err != nil {
-		return nil, nil, storeError(err, namespaceNotFound(in.Namespace))
+		return storeError(err, namespaceNotFound(in.Namespace))
 	}
-	return map[string]string{"overrideId": o.ID}, nil, nil
+	return c.setData(map[string]string{"overrideId": o.ID})
 }
 
 // namespace resolves an existing namespace of the caller's workspace.
@@ -232,34 +231,34 @@ func (s *Server) namespace(c *call, idOrName string) (store.Namespace, *apiError
 	return ns, nil
 }
 
-func (s *Server) getOverride(c *call) (any, *pagination, *apiError) {
+func (s *Server) getOverride(c *call) *apiError {
 	in, es := decodeOverrideRef(c.body)
 	if len(es) > 0 {
-		return nil, nil, badRequest(es)
+		return badRequest(es)
 	}
 	ns, e := s.namespace(c, in.Namespace)
 	if e != nil {
-		return nil, nil, e
+		return e
 	}
 	o, err := s.cfg.Catalog.Store().Override(c.ctx, c.workspace, ns.ID, in.Identifier)
 	if err != nil {
-		return nil, nil, storeError(err, overrideNotFound(in.Identifier))
+		return storeError(err, overrideNotFound(in.Identifier))
 	}
-	return toOverrideData(o), nil, nil
+	return c.setData(toOverrideData(o))
 }
 
-func (s *Server) listOverrides(c *call) (any, *pagination, *apiError) {
+func (s *Server) listOverrides(c *call) *apiError {
 	in, es := decodeList(c.body)
 	if len(es) > 0 {
-		return nil, nil, badRequest(es)
+		return badRequest(es)
 	}
 	ns, e := s.namespace(c, in.Namespace)
 	if e != nil {
-		return nil, nil, e
+		return e
 	}
 	os, err := s.cfg.Catalog.Store().ListOverrides(c.ctx, c.workspace, ns.ID, in.After, in.Limit+1)
 	if err != nil {
-		return nil, nil, storeError(err, namespaceNotFound(in.Namespace))
+		return storeError(err, namespaceNotFound(in.Namespace))
 	}
 	page := &pagination{HasMore: len(os) > in.Limit}
 	if page.HasMore {
@@ -270,20 +269,22 @@ func (s *Server) listOverrides(c *call) (any, *pagination, *apiError) {
 	for i, o := range os {
 		data[i] = toOverrideData(o)
 	}
-	return data, page, nil
+	c.page = page
+	return c.setData(data)
 }
 
-func (s *Server) deleteOverride(c *call) (any, *pagination, *apiError) {
+func (s *Server) deleteOverride(c *call) *apiError {
 	in, es := decodeOverrideRef(c.body)
 	if len(es) > 0 {
-		return nil, nil, badRequest(es)
+		return badRequest(es)
 	}
 	ns, e := s.namespace(c, in.Namespace)
 	if e != nil {
-		return nil, nil, e
+		return e
 	}
 	if err := s.cfg.Catalog.DeleteOverride(c.ctx, c.workspace, ns.ID, in.Identifier); err != nil {
-		return nil, nil, storeError(err, overrideNotFound(in.Identifier))
+		return storeError(err, overrideNotFound(in.Identifier))
 	}
-	return struct{}{}, nil, nil
+	c.data = append(c.data, "{}"...)
+	return nil
 }

@@ -3,10 +3,8 @@ package server
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -61,14 +59,6 @@ type listInput struct {
 	Limit     int
 }
 
-// field describes one member of a JSON object: its name, whether it must be
-// present, and how to decode its raw value (loc is its JSON path).
-type field struct {
-	name     string
-	required bool
-	decode   func(raw json.RawMessage, loc string) *FieldError
-}
-
 // errs collects field errors.
 type errs []FieldError
 
@@ -76,283 +66,475 @@ func (e *errs) add(loc, msg, fix string) {
 	*e = append(*e, FieldError{Location: loc, Message: msg, Fix: fix})
 }
 
-// parseObject decodes data, which must be exactly one JSON object and
-// nothing else, member by member: names are matched exactly (case
-// included), unknown and duplicate members are errors, and so is any data
-// after the object.
-func parseObject(data []byte, loc string, fields []field) errs {
-	var out errs
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		out.add(loc, "is not valid JSON: "+jsonErr(err), "Send a JSON object.")
-		return out
+// decoder reads one request body with a [scanner] and collects the errors
+// of its values. A syntax error ends the scan; it is reported at "body".
+type decoder struct {
+	scanner
+	errs errs
+}
+
+func newDecoder(data []byte) decoder { return decoder{scanner: scanner{data: data}} }
+
+// result returns the errors found: a syntax error first, then the errors
+// of the values read before it.
+func (d *decoder) result() errs {
+	if d.failed() {
+		d.errs = slices.Insert(d.errs, 0, FieldError{Location: "body", Message: "is not valid JSON: " + d.err})
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		out.add(loc, "must be a JSON object", "Send a JSON object.")
-		return out
+	return d.errs
+}
+
+// finish checks that nothing but white space follows the body's value.
+func (d *decoder) finish() {
+	if !d.failed() && !d.end() {
+		d.errs.add("body", "has data after the JSON value", "Send exactly one JSON value.")
 	}
-	seen := make(map[string]bool, len(fields))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			out.add(loc, "is not valid JSON: "+jsonErr(err), "")
-			return out
-		}
-		name, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			out.add(loc, "is not valid JSON: "+jsonErr(err), "")
-			return out
-		}
-		f := lookupField(fields, name)
-		switch {
-		case f == nil:
-			out.add(loc+"."+name, "is not a known field", "Remove it; allowed fields: "+fieldNames(fields)+".")
-		case seen[name]:
-			out.add(loc+"."+name, "appears more than once", "Send each field once.")
-		default:
-			seen[name] = true
-			if fe := f.decode(raw, loc+"."+name); fe != nil {
-				out = append(out, *fe)
+}
+
+// object is a JSON object being read member by member. A member's index in
+// names is its bit in required and seen (at most 32 members).
+type object struct {
+	loc      string // "body"
+	index    int    // the element's index in a body array, or -1
+	names    []string
+	required uint32
+	seen     uint32
+	started  bool
+}
+
+// path is the object's location: loc, or loc[index] for an array element.
+func (o *object) path() string {
+	if o.index < 0 {
+		return o.loc
+	}
+	return o.loc + "[" + strconv.Itoa(o.index) + "]"
+}
+
+// field is the location of member i.
+func (o *object) field(i int) string { return o.path() + "." + o.names[i] }
+
+// lookup returns the index of the member name raw (escaped or not) and the
+// name itself; the index is -1 for an unknown name. Names match exactly,
+// case included.
+func (o *object) lookup(raw []byte, escaped bool) (int, string) {
+	if !escaped {
+		for i, n := range o.names {
+			if string(raw) == n {
+				return i, n
 			}
 		}
+		return -1, strings.ToValidUTF8(string(raw), "\uFFFD")
 	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		out.add(loc, "is not valid JSON: "+jsonErr(err), "")
-		return out
-	}
-	if err := atEOF(dec); err != nil {
-		out.add(loc, err.Error(), "Send exactly one JSON value.")
-		return out
-	}
-	for _, f := range fields {
-		if f.required && !seen[f.name] {
-			out.add(loc+"."+f.name, "is required", "")
+	name, _ := unescape(raw)
+	name = strings.ToValidUTF8(name, "\uFFFD")
+	for i, n := range o.names {
+		if name == n {
+			return i, n
 		}
 	}
-	return out
+	return -1, name
 }
 
-// atEOF reports data left after the decoder's value.
-func atEOF(dec *json.Decoder) error {
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("has data after the JSON value")
+// open reads the '{' of o. Any other value is passed over and, if it is
+// valid JSON, reported as not an object: open returns false.
+func (d *decoder) open(o *object) bool {
+	if d.peek() == '{' {
+		d.pos++
+		return true
 	}
-	return nil
-}
-
-func jsonErr(err error) string {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of input"
+	if d.skip(1) {
+		d.errs.add(o.path(), "must be a JSON object", "Send a JSON object.")
 	}
-	return err.Error()
+	return false
 }
 
-func lookupField(fields []field, name string) *field {
-	for i := range fields {
-		if fields[i].name == name {
-			return &fields[i]
+// next reads members up to the next known one that was not seen before,
+// and returns its index with the scanner on its value. Unknown and repeated
+// members are reported and passed over. It returns false at the closing
+// '}' or a syntax error.
+func (d *decoder) next(o *object) (int, bool) {
+	for !d.failed() {
+		c := d.peek()
+		if o.started {
+			if c == '}' {
+				d.pos++
+				return 0, false
+			}
+			if c != ',' {
+				d.unexpected("after object key:value pair")
+				return 0, false
+			}
+			d.pos++
+			c = d.peek()
+		} else {
+			o.started = true
+			if c == '}' {
+				d.pos++
+				return 0, false
+			}
+		}
+		if c != '"' {
+			d.unexpected("looking for beginning of object key string")
+			return 0, false
+		}
+		raw, escaped, ok := d.str()
+		if !ok {
+			return 0, false
+		}
+		if d.peek() != ':' {
+			d.unexpected("after object key")
+			return 0, false
+		}
+		d.pos++
+		i, name := o.lookup(raw, escaped)
+		switch {
+		case i < 0:
+			d.errs.add(o.path()+"."+name, "is not a known field", "Remove it; allowed fields: "+strings.Join(o.names, ", ")+".")
+		case o.seen&(1<<i) != 0:
+			d.errs.add(o.field(i), "appears more than once", "Send each field once.")
+		default:
+			o.seen |= 1 << i
+			return i, true
+		}
+		d.skip(2)
+	}
+	return 0, false
+}
+
+// close reports the required members that o lacks.
+func (d *decoder) close(o *object) {
+	if d.failed() {
+		return
+	}
+	for i := range o.names {
+		if o.required&(1<<i) != 0 && o.seen&(1<<i) == 0 {
+			d.errs.add(o.field(i), "is required", "")
 		}
 	}
-	return nil
 }
 
-func fieldNames(fields []field) string {
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.name
-	}
-	return strings.Join(names, ", ")
-}
-
-// name decodes a namespace or identifier: a JSON string of 1..MaxNameBytes
-// bytes of valid, printable UTF-8.
-func name(dst *string) func(json.RawMessage, string) *FieldError {
-	return func(raw json.RawMessage, loc string) *FieldError {
-		s, fe := jsonString(raw, loc)
-		if fe != nil {
-			return fe
-		}
-		if fe := checkName(s, loc); fe != nil {
-			return fe
-		}
-		*dst = s
-		return nil
+// wrongType reports that member i's value is not of the type its rule
+// wants, and passes over the value.
+func (d *decoder) wrongType(o *object, i int, msg string) {
+	if d.skip(2) {
+		d.errs.add(o.field(i), msg, "")
 	}
 }
 
-// jsonString decodes a JSON string whose raw bytes are valid UTF-8 and
-// contain no lone surrogate escape (encoding/json would silently replace
-// both with U+FFFD).
-func jsonString(raw json.RawMessage, loc string) (string, *FieldError) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", &FieldError{Location: loc, Message: "must be a string"}
+// stringValue reads member i's value as a string whose bytes are valid UTF-8 and
+// whose escapes contain no unpaired surrogate (encoding/json would silently
+// replace both with U+FFFD).
+func (d *decoder) stringValue(o *object, i int) (string, bool) {
+	if d.peek() != '"' {
+		d.wrongType(o, i, "must be a string")
+		return "", false
 	}
-	if !utf8.Valid(raw) {
-		return "", &FieldError{Location: loc, Message: "is not valid UTF-8"}
+	raw, escaped, ok := d.str()
+	switch {
+	case !ok:
+		return "", false
+	case !utf8.Valid(raw):
+		d.errs.add(o.field(i), "is not valid UTF-8", "")
+		return "", false
+	case !escaped:
+		return string(raw), true
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &FieldError{Location: loc, Message: "must be a string"}
+	s, lone := unescape(raw)
+	if lone {
+		d.errs.add(o.field(i), "contains an unpaired UTF-16 surrogate escape", "")
+		return "", false
 	}
-	if strings.ContainsRune(s, utf8.RuneError) && bytes.Count(raw, []byte("\uFFFD"))+countFold(raw, `\ufffd`) < strings.Count(s, "\uFFFD") {
-		return "", &FieldError{Location: loc, Message: "contains an unpaired UTF-16 surrogate escape"}
-	}
-	return s, nil
+	return s, true
 }
 
-// countFold counts the case-insensitive occurrences of an ASCII needle.
-func countFold(b []byte, needle string) int {
-	return bytes.Count(bytes.ToLower(b), []byte(needle))
+// name reads member i's value as a namespace or identifier into dst: a JSON
+// string of 1..MaxNameBytes bytes of valid, printable UTF-8.
+func (d *decoder) name(o *object, i int, dst *string) {
+	s, ok := d.stringValue(o, i)
+	if !ok {
+		return
+	}
+	if msg, fix := checkName(s); msg != "" {
+		d.errs.add(o.field(i), msg, fix)
+		return
+	}
+	*dst = s
 }
 
-func checkName(s, loc string) *FieldError {
+// integer reads member i's value into dst: a JSON integer in [lo, hi]
+// (hi <= MaxSafeInteger), without fraction or exponent.
+func (d *decoder) integer(o *object, i int, lo, hi int64, dst *int64) {
+	if c := d.peek(); c != '-' && (c < '0' || c > '9') {
+		d.wrongType(o, i, "must be an integer")
+		return
+	}
+	raw, ok := d.number()
+	if !ok {
+		return
+	}
+	v, isInt, safe := parseSafeInt(raw)
+	switch {
+	case !isInt:
+		d.errs.add(o.field(i), "must be an integer, without fraction or exponent", "")
+	case !safe:
+		d.errs.add(o.field(i), "is outside the safe integer range (|n| <= 2^53-1)", fmt.Sprintf("Use a value between %d and %d.", lo, hi))
+	case v < lo || v > hi:
+		d.errs.add(o.field(i), fmt.Sprintf("is %d; it must be between %d and %d", v, lo, hi), "")
+	default:
+		*dst = v
+	}
+}
+
+// parseSafeInt parses a JSON number that the scanner validated: isInt is
+// false if it has a fraction or an exponent, safe is false if its magnitude
+// exceeds MaxSafeInteger.
+func parseSafeInt(raw []byte) (v int64, isInt, safe bool) {
+	if bytes.ContainsAny(raw, ".eE") {
+		return 0, false, false
+	}
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) > 16 { // 2^53-1 has 16 digits; JSON has no leading zeros
+		return 0, true, false
+	}
+	for _, c := range digits {
+		v = v*10 + int64(c-'0')
+	}
+	if v > MaxSafeInteger {
+		return 0, true, false
+	}
+	if raw[0] == '-' {
+		v = -v
+	}
+	return v, true, true
+}
+
+// checkName returns the rule a namespace or identifier breaks, with its fix,
+// or "" if it breaks none.
+func checkName(s string) (msg, fix string) {
 	switch {
 	case len(s) == 0:
-		return &FieldError{Location: loc, Message: "must not be empty"}
+		return "must not be empty", ""
 	case len(s) > MaxNameBytes:
-		return &FieldError{Location: loc, Message: fmt.Sprintf("is %d bytes long; the maximum is %d", len(s), MaxNameBytes)}
+		return fmt.Sprintf("is %d bytes long; the maximum is %d", len(s), MaxNameBytes), ""
 	}
 	for i, r := range s {
 		if !unicode.IsPrint(r) {
-			return &FieldError{Location: loc, Message: fmt.Sprintf("contains the non-printable character %U at byte %d", r, i), Fix: "Use printable UTF-8 only (no control characters)."}
+			return fmt.Sprintf("contains the non-printable character %U at byte %d", r, i), "Use printable UTF-8 only (no control characters)."
 		}
 	}
-	return nil
+	return "", ""
 }
 
-// integer decodes a JSON integer in [lo, hi] (hi <= MaxSafeInteger).
-func integer(dst *int64, lo, hi int64) func(json.RawMessage, string) *FieldError {
-	return func(raw json.RawMessage, loc string) *FieldError {
-		s := string(raw)
-		if len(s) == 0 || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
-			return &FieldError{Location: loc, Message: "must be an integer"}
-		}
-		if strings.ContainsAny(s, ".eE") {
-			return &FieldError{Location: loc, Message: "must be an integer, without fraction or exponent"}
-		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v > MaxSafeInteger || v < -MaxSafeInteger {
-			return &FieldError{Location: loc, Message: "is outside the safe integer range (|n| <= 2^53-1)", Fix: fmt.Sprintf("Use a value between %d and %d.", lo, hi)}
-		}
-		if v < lo || v > hi {
-			return &FieldError{Location: loc, Message: fmt.Sprintf("is %d; it must be between %d and %d", v, lo, hi)}
-		}
-		*dst = v
-		return nil
-	}
-}
+// Members of a limit body, by index in limitNames.
+const (
+	limitNamespace = iota
+	limitIdentifier
+	limitLimit
+	limitDuration
+	limitCost
+)
 
-func limitFields(in *limitInput) []field {
-	return []field{
-		{"namespace", true, name(&in.Namespace)},
-		{"identifier", true, name(&in.Identifier)},
-		{"limit", true, integer(&in.Limit, 0, MaxSafeInteger)},
-		{"duration", true, integer(&in.Duration, MinDurationMS, MaxDurationMS)},
-		{"cost", false, integer(&in.Cost, 0, MaxSafeInteger)},
+var limitNames = []string{"namespace", "identifier", "limit", "duration", "cost"}
+
+// limit reads one limit body, the element index of a body array or -1.
+// Cost defaults to 1.
+func (d *decoder) limit(index int) limitInput {
+	in := limitInput{Cost: 1}
+	o := object{loc: "body", index: index, names: limitNames, required: 1<<limitNamespace | 1<<limitIdentifier | 1<<limitLimit | 1<<limitDuration}
+	if !d.open(&o) {
+		return in
 	}
+	for {
+		i, ok := d.next(&o)
+		if !ok {
+			break
+		}
+		switch i {
+		case limitNamespace:
+			d.name(&o, i, &in.Namespace)
+		case limitIdentifier:
+			d.name(&o, i, &in.Identifier)
+		case limitLimit:
+			d.integer(&o, i, 0, MaxSafeInteger, &in.Limit)
+		case limitDuration:
+			d.integer(&o, i, MinDurationMS, MaxDurationMS, &in.Duration)
+		case limitCost:
+			d.integer(&o, i, 0, MaxSafeInteger, &in.Cost)
+		}
+	}
+	d.close(&o)
+	return in
 }
 
 // decodeLimit decodes a ratelimit.limit body. Cost defaults to 1.
 func decodeLimit(data []byte) (limitInput, errs) {
-	in := limitInput{Cost: 1}
-	return in, parseObject(data, "body", limitFields(&in))
+	d := newDecoder(data)
+	in := d.limit(-1)
+	d.finish()
+	return in, d.result()
 }
 
 // decodeMultiLimit decodes a ratelimit.multiLimit body: a JSON array of
-// 1..MaxChecks limit bodies.
+// 1..MaxChecks limit bodies. Elements beyond MaxChecks are validated as
+// JSON and counted, not decoded.
 func decodeMultiLimit(data []byte) ([]limitInput, errs) {
-	var out errs
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		out.add("body", "is not valid JSON: "+jsonErr(err), "Send a JSON array of limit requests.")
-		return nil, out
+	d := newDecoder(data)
+	if d.peek() != '[' {
+		if d.skip(1) {
+			d.errs.add("body", "must be a JSON array of limit requests", "Send a JSON array of 1 to 100 limit requests.")
+		}
+		return nil, d.result()
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		out.add("body", "must be a JSON array of limit requests", "Send a JSON array of 1 to 100 limit requests.")
-		return nil, out
-	}
+	d.pos++
 	var ins []limitInput
 	n := 0
-	for i := 0; dec.More(); i++ {
-		n++
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			out.add("body", "is not valid JSON: "+jsonErr(err), "")
-			return nil, out
+	if d.peek() == ']' {
+		d.pos++
+	} else {
+		for !d.failed() {
+			if n < MaxChecks {
+				ins = append(ins, d.limit(n))
+			} else {
+				d.skip(1)
+			}
+			n++
+			if c := d.peek(); c == ',' {
+				d.pos++
+				continue
+			} else if c == ']' {
+				d.pos++
+				break
+			}
+			d.unexpected("after array element")
 		}
-		if i >= MaxChecks {
-			continue // counted below, not decoded
-		}
-		in, es := decodeLimitAt(raw, fmt.Sprintf("body[%d]", i))
-		out = append(out, es...)
-		ins = append(ins, in)
 	}
-	if _, err := dec.Token(); err != nil {
-		out.add("body", "is not valid JSON: "+jsonErr(err), "")
-		return nil, out
-	}
-	if err := atEOF(dec); err != nil {
-		out.add("body", err.Error(), "Send exactly one JSON value.")
-		return nil, out
+	d.finish()
+	if d.failed() {
+		return nil, d.result()
 	}
 	if n == 0 || n > MaxChecks {
-		out.add("body", fmt.Sprintf("must hold between 1 and %d limit requests", MaxChecks), "Split the checks over several calls.")
+		d.errs.add("body", fmt.Sprintf("must hold between 1 and %d limit requests", MaxChecks), "Split the checks over several calls.")
 	}
-	return ins, out
+	return ins, d.errs
 }
 
-func decodeLimitAt(raw json.RawMessage, loc string) (limitInput, errs) {
-	in := limitInput{Cost: 1}
-	return in, parseObject(raw, loc, limitFields(&in))
-}
+// Members of a setOverride body, and of a get/deleteOverride body (the first
+// two), by index in overrideNames.
+const (
+	overrideNamespace = iota
+	overrideIdentifier
+	overrideLimit
+	overrideDuration
+)
+
+var overrideNames = []string{"namespace", "identifier", "limit", "duration"}
 
 // decodeSetOverride decodes a ratelimit.setOverride body. The identifier may
 // contain '*' wildcards.
 func decodeSetOverride(data []byte) (overrideInput, errs) {
 	var in overrideInput
-	return in, parseObject(data, "body", []field{
-		{"namespace", true, name(&in.Namespace)},
-		{"identifier", true, name(&in.Identifier)},
-		{"limit", true, integer(&in.Limit, 0, MaxSafeInteger)},
-		{"duration", true, integer(&in.Duration, MinDurationMS, MaxDurationMS)},
-	})
+	d := newDecoder(data)
+	o := object{loc: "body", index: -1, names: overrideNames, required: 0b1111}
+	if d.open(&o) {
+		for {
+			i, ok := d.next(&o)
+			if !ok {
+				break
+			}
+			switch i {
+			case overrideNamespace:
+				d.name(&o, i, &in.Namespace)
+			case overrideIdentifier:
+				d.name(&o, i, &in.Identifier)
+			case overrideLimit:
+				d.integer(&o, i, 0, MaxSafeInteger, &in.Limit)
+			case overrideDuration:
+				d.integer(&o, i, MinDurationMS, MaxDurationMS, &in.Duration)
+			}
+		}
+		d.close(&o)
+	}
+	d.finish()
+	return in, d.result()
 }
 
 // decodeOverrideRef decodes a getOverride or deleteOverride body.
 func decodeOverrideRef(data []byte) (overrideRef, errs) {
 	var in overrideRef
-	return in, parseObject(data, "body", []field{
-		{"namespace", true, name(&in.Namespace)},
-		{"identifier", true, name(&in.Identifier)},
-	})
+	d := newDecoder(data)
+	o := object{loc: "body", index: -1, names: overrideNames[:2], required: 0b11}
+	if d.open(&o) {
+		for {
+			i, ok := d.next(&o)
+			if !ok {
+				break
+			}
+			switch i {
+			case overrideNamespace:
+				d.name(&o, i, &in.Namespace)
+			case overrideIdentifier:
+				d.name(&o, i, &in.Identifier)
+			}
+		}
+		d.close(&o)
+	}
+	d.finish()
+	return in, d.result()
 }
+
+// Members of a listOverrides body, by index in listNames.
+const (
+	listNamespace = iota
+	listCursor
+	listLimit
+)
+
+var listNames = []string{"namespace", "cursor", "limit"}
 
 // decodeList decodes a listOverrides body.
 func decodeList(data []byte) (listInput, errs) {
 	in := listInput{Limit: DefaultListLimit}
 	var limit int64 = DefaultListLimit
-	es := parseObject(data, "body", []field{
-		{"namespace", true, name(&in.Namespace)},
-		{"cursor", false, func(raw json.RawMessage, loc string) *FieldError {
-			s, fe := jsonString(raw, loc)
-			if fe != nil {
-				return fe
-			}
-			after, ok := decodeCursor(s)
+	d := newDecoder(data)
+	o := object{loc: "body", index: -1, names: listNames, required: 1 << listNamespace}
+	if d.open(&o) {
+		for {
+			i, ok := d.next(&o)
 			if !ok {
-				return &FieldError{Location: loc, Message: "is not a cursor returned by listOverrides", Fix: "Pass pagination.cursor from the previous page unchanged, or omit it."}
+				break
 			}
-			in.After = after
-			return nil
-		}},
-		{"limit", false, integer(&limit, 1, MaxListLimit)},
-	})
+			switch i {
+			case listNamespace:
+				d.name(&o, i, &in.Namespace)
+			case listCursor:
+				d.cursor(&o, i, &in.After)
+			case listLimit:
+				d.integer(&o, i, 1, MaxListLimit, &limit)
+			}
+		}
+		d.close(&o)
+	}
+	d.finish()
 	in.Limit = int(limit)
-	return in, es
+	return in, d.result()
+}
+
+// cursor reads member i's value, a cursor from a previous page, into dst as
+// the identifier it stands for.
+func (d *decoder) cursor(o *object, i int, dst *string) {
+	s, ok := d.stringValue(o, i)
+	if !ok {
+		return
+	}
+	after, ok := decodeCursor(s)
+	if !ok {
+		d.errs.add(o.field(i), "is not a cursor returned by listOverrides", "Pass pagination.cursor from the previous page unchanged, or omit it.")
+		return
+	}
+	*dst = after
 }
 
 // encodeCursor and decodeCursor turn the last identifier of a page into an

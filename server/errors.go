@@ -41,12 +41,6 @@ type apiError struct {
 	Errors []FieldError `json:"errors,omitempty"`
 }
 
-// errorBody is the whole error response.
-type errorBody struct {
-	Meta  meta      `json:"meta"`
-	Error *apiError `json:"error"`
-}
-
 func newError(status int, typ, detail string) *apiError {
 	return &apiError{Title: http.StatusText(status), Detail: detail, Status: status, Type: typ}
 }

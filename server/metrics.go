@@ -1,14 +1,13 @@
 package server
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/origin/redis"
-	"github.com/sluicehq/sluice/server/rls"
 )
 
 // MaxNamespaceLabels bounds the distinct namespace label values of
@@ -18,7 +17,9 @@ const MaxNamespaceLabels = 1000
 
 // Metrics are the server's Prometheus metrics (all named sluice_*). Create
 // them with [NewMetrics]; they also implement [sluice.Observer] for the
-// limiter's internal measurements.
+// limiter's internal measurements. The metrics of the Redis origin and of
+// the Envoy RLS service are the embedder's (cmd/sluice registers them), so
+// that this package links neither.
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
@@ -31,13 +32,9 @@ type Metrics struct {
 	backlog     prometheus.Gauge
 	cells       prometheus.Gauge
 	evicted     prometheus.Counter
-	redisCalls  *prometheus.HistogramVec
-	breaker     prometheus.Gauge
-	rls         *prometheus.CounterVec
-	rlsReloads  *prometheus.CounterVec
 
 	mu     sync.Mutex
-	labels map[string]bool
+	labels map[string]*[2]prometheus.Counter // namespace label -> denied, passed
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -80,47 +77,80 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_cells_evicted_total", Help: "Counter cells evicted by the janitor.",
 		}),
-		redisCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sluice_redis_call_duration_seconds", Help: "Redis origin calls by operation and outcome.",
-			Buckets: prometheus.ExponentialBuckets(.0001, 4, 8),
-		}, []string{"op", "outcome"}),
-		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_redis_breaker_state", Help: "Redis origin circuit breaker: 0 closed, 1 half-open, 2 open.",
-		}),
-		rls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_rls_requests_total", Help: "Envoy RLS ShouldRateLimit calls by configured domain and outcome.",
-		}, []string{"domain", "outcome"}),
-		rlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_rls_config_reloads_total", Help: "Envoy RLS configuration reloads (SIGHUP) by result.",
-		}, []string{"result"}),
-		labels: make(map[string]bool),
+		labels: make(map[string]*[2]prometheus.Counter),
 	}
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.decisions, m.storeUp, m.storeReload,
-		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.redisCalls, m.breaker,
-		m.rls, m.rlsReloads)
+		m.originReads, m.replays, m.backlog, m.cells, m.evicted)
 	return m
 }
 
-func (m *Metrics) namespaceLabel(ns string) string {
+// decisionCounters returns the denied and passed counters of namespace's
+// label: the namespace itself for the first MaxNamespaceLabels namespaces,
+// "_other" beyond.
+func (m *Metrics) decisionCounters(ns string) *[2]prometheus.Counter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.labels[ns] {
-		return ns
+	if c := m.labels[ns]; c != nil {
+		return c
 	}
+	label := ns
 	if len(m.labels) >= MaxNamespaceLabels {
-		return "_other"
+		label = "_other"
+		if c := m.labels[label]; c != nil {
+			return c
+		}
 	}
-	m.labels[ns] = true
-	return ns
+	c := &[2]prometheus.Counter{
+		m.decisions.WithLabelValues(label, "denied"),
+		m.decisions.WithLabelValues(label, "passed"),
+	}
+	m.labels[label] = c
+	return c
 }
 
 // decision counts one rate-limit decision.
 func (m *Metrics) decision(namespace string, passed bool) {
-	outcome := "denied"
+	c := m.decisionCounters(namespace)
 	if passed {
-		outcome = "passed"
+		c[1].Inc()
+	} else {
+		c[0].Inc()
 	}
-	m.decisions.WithLabelValues(m.namespaceLabel(namespace), outcome).Inc()
+}
+
+// endpointCodes are the status codes the API answers with; their request
+// counters are resolved once per endpoint.
+var endpointCodes = []int{200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503}
+
+// endpointMetrics are the request metrics of one endpoint, resolved once so
+// that a request does not look up its label values.
+type endpointMetrics struct {
+	m        *Metrics
+	name     string
+	latency  prometheus.Observer
+	requests map[int]prometheus.Counter // read-only after endpoint
+}
+
+func (m *Metrics) endpoint(name string) *endpointMetrics {
+	em := &endpointMetrics{m: m, name: name, latency: m.latency.WithLabelValues(name), requests: make(map[int]prometheus.Counter, len(endpointCodes))}
+	for _, code := range endpointCodes {
+		em.requests[code] = m.requests.WithLabelValues(name, strconv.Itoa(code))
+	}
+	return em
+}
+
+// begin counts a request in flight.
+func (em *endpointMetrics) begin() { em.m.inFlight.Inc() }
+
+// end counts a finished request by status code and observes its latency.
+func (em *endpointMetrics) end(code int, elapsed time.Duration) {
+	em.m.inFlight.Dec()
+	c, ok := em.requests[code]
+	if !ok {
+		c = em.m.requests.WithLabelValues(em.name, strconv.Itoa(code))
+	}
+	c.Inc()
+	em.latency.Observe(elapsed.Seconds())
 }
 
 // StoreRefreshed records one refresh of the override cache; pass it as
@@ -161,36 +191,4 @@ func (m *Metrics) ReplayBacklog(cells int64) { m.backlog.Set(float64(cells)) }
 func (m *Metrics) Swept(live, evicted int) {
 	m.cells.Set(float64(live))
 	m.evicted.Add(float64(evicted))
-}
-
-var _ redis.Observer = (*Metrics)(nil)
-
-// ObserveCall implements the Redis origin's [redis.Observer].
-func (m *Metrics) ObserveCall(c redis.Call) {
-	m.redisCalls.WithLabelValues(string(c.Op), string(c.Outcome)).Observe(c.Elapsed.Seconds())
-}
-
-// BreakerChanged implements the Redis origin's [redis.Observer].
-func (m *Metrics) BreakerChanged(_, to redis.BreakerState) {
-	switch to.String() {
-	case "open":
-		m.breaker.Set(2)
-	case "half-open":
-		m.breaker.Set(1)
-	default:
-		m.breaker.Set(0)
-	}
-}
-
-var _ rls.Observer = (*Metrics)(nil)
-
-// Decided implements the Envoy RLS service's [rls.Observer]. The domain is
-// "" for domains the configuration does not know, which bounds the labels.
-func (m *Metrics) Decided(domain string, outcome rls.Outcome) {
-	m.rls.WithLabelValues(domain, string(outcome)).Inc()
-}
-
-// RLSReloaded counts one reload of the Envoy RLS configuration.
-func (m *Metrics) RLSReloaded(err error) {
-	m.rlsReloads.WithLabelValues(result(err)).Inc()
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,14 +25,16 @@ func newTestServer(t testing.TB, keys ...RootKey) *Server {
 }
 
 // newServerWith builds a server from cfg, filling in a real limiter, a
-// SQLite store and metrics.
+// catalog over an in-memory store and metrics.
 func newServerWith(t testing.TB, cfg Config) *Server {
 	t.Helper()
+	return newServerOver(t, newMemStore(), cfg)
+}
+
+// newServerOver is newServerWith over the store st.
+func newServerOver(t testing.TB, st store.Store, cfg Config) *Server {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cache, err := store.NewCache(ctx, store.CacheConfig{Store: st})
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func newServerWith(t testing.TB, cfg Config) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		s.Close()
 		lim.Close()
 		cache.Close()
 		st.Close()

@@ -138,7 +138,7 @@ func TestTracing(t *testing.T) {
 func TestTracingPanicFailsSpan(t *testing.T) {
 	rec, tp := recordSpans(t)
 	s := newServerWith(t, Config{TracerProvider: tp})
-	h := s.wrap("boom", "/boom", "", func(http.ResponseWriter, *http.Request, string) { panic("boom") })
+	h := s.wrap("boom", "/boom", "", func(*exchange, *http.Request) { panic("boom") })
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/boom", nil))
 	spans := rec.Ended()

@@ -48,6 +48,7 @@ func TestServeValidate(t *testing.T) {
 		{"root key ok", func(c *serveCmd) { c.RootKey = []string{"a:b:ws"} }, ""},
 		{"root key bad", func(c *serveCmd) { c.RootKey = []string{"nocolon"} }, "--root-key"},
 		{"zero shutdown", func(c *serveCmd) { c.ShutdownTimeout = 0 }, "--shutdown-timeout"},
+		{"negative max namespaces", func(c *serveCmd) { c.MaxNamespaces = -1 }, "--max-namespaces"},
 		{"otel endpoint ok", func(c *serveCmd) { c.OTelEndpoint = "http://127.0.0.1:4318" }, ""},
 		{"otel endpoint not http", func(c *serveCmd) { c.OTelEndpoint = "grpc://127.0.0.1:4317" }, "--otel-endpoint"},
 		{"otel endpoint without host", func(c *serveCmd) { c.OTelEndpoint = "http:///v1/traces" }, "--otel-endpoint"},

@@ -9,14 +9,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/rls"
 )
 
 // newRLS loads --rls-config and builds the Envoy RLS service and its route;
 // it returns nil services when the flag is unset. An invalid file stops the
 // start with the loader's error, which names the file and the problem.
-func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *server.Metrics) (*rls.Service, map[string]http.Handler, error) {
+func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMetrics) (*rls.Service, map[string]http.Handler, error) {
 	if c.RLSConfig == "" {
 		return nil, nil, nil
 	}
@@ -36,7 +35,7 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *server
 // reloadOnHangup reloads --rls-config into svc on every SIGHUP until ctx
 // ends; a file that fails to load is logged and the rules in force stay. The
 // returned function stops the reloader and waits for it; it is idempotent.
-func (c *serveCmd) reloadOnHangup(ctx context.Context, svc *rls.Service, log *slog.Logger, metrics *server.Metrics) (stop func()) {
+func (c *serveCmd) reloadOnHangup(ctx context.Context, svc *rls.Service, log *slog.Logger, metrics *rlsMetrics) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	ctx, cancel := context.WithCancel(ctx)
@@ -49,7 +48,7 @@ func (c *serveCmd) reloadOnHangup(ctx context.Context, svc *rls.Service, log *sl
 				return
 			case <-hup:
 				rules, err := rls.Load(c.RLSConfig)
-				metrics.RLSReloaded(err)
+				metrics.reloaded(err)
 				if err != nil {
 					log.Error("envoy rls: reload failed; keeping the rules in force", "config", c.RLSConfig, "err", err)
 					continue

@@ -60,6 +60,7 @@ type serveCmd struct {
 	OverrideRefresh time.Duration `name:"override-refresh" default:"2s" help:"How often overrides are re-read from the store (the delay before another node's change is seen)."`
 	OTelEndpoint    string        `name:"otel-endpoint" placeholder:"URL" help:"OpenTelemetry collector (OTLP/HTTP) for traces, e.g. http://127.0.0.1:4318; /v1/traces is added when the URL has no path. Tracing is off unless this or OTEL_EXPORTER_OTLP_ENDPOINT is set."`
 	OTelSampleRatio float64       `name:"otel-sample-ratio" default:"1" help:"Share of new traces that are sampled, 0 to 1. A caller's sampled traceparent is always followed."`
+	MaxNamespaces   int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
 }
 
 // Validate checks the flags that kong's tags cannot.
@@ -81,6 +82,9 @@ func (c *serveCmd) Validate() error {
 	}
 	if _, err := c.rootKeys(); err != nil {
 		return err
+	}
+	if c.MaxNamespaces < 0 {
+		return errors.New("--max-namespaces must not be negative")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("--shutdown-timeout must be positive")
@@ -265,6 +269,8 @@ func (c *serveCmd) originKind() (string, error) {
 type observability struct {
 	reg     *prometheus.Registry
 	metrics *server.Metrics
+	redis   *redisMetrics
+	rls     *rlsMetrics
 	tracer  trace.TracerProvider // nil when tracing is off
 }
 
@@ -274,7 +280,7 @@ type observability struct {
 func (c *serveCmd) newObservability(ctx context.Context, log *slog.Logger, cl *cleanup) (observability, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	obs := observability{reg: reg, metrics: server.NewMetrics(reg)}
+	obs := observability{reg: reg, metrics: server.NewMetrics(reg), redis: newRedisMetrics(reg), rls: newRLSMetrics(reg)}
 	tp, err := c.newTracerProvider(ctx, log)
 	if err != nil {
 		return obs, err
@@ -334,7 +340,7 @@ func (c *serveCmd) newOrigin(kind string, log *slog.Logger, obs observability, c
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
 	cl.add(func() { _ = client.Close() })
-	o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: obs.metrics, TracerProvider: obs.tracer})
+	o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: obs.redis, TracerProvider: obs.tracer})
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
@@ -358,26 +364,33 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 }
 
 // newAPI builds the HTTP API and, with --rls-config, the Envoy RLS service
-// with its SIGHUP reloader.
+// with its SIGHUP reloader. Its Close, which waits for the namespace
+// creations in flight, runs before the limiter and the catalog close.
 func (c *serveCmd) newAPI(ctx context.Context, limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, cl *cleanup) (*server.Server, error) {
-	rlsService, services, err := c.newRLS(limiter, log, obs.metrics)
+	rlsService, services, err := c.newRLS(limiter, log, obs.rls)
 	if err != nil {
 		return nil, err
 	}
 	if rlsService != nil {
-		cl.add(c.reloadOnHangup(ctx, rlsService, log, obs.metrics))
+		cl.add(c.reloadOnHangup(ctx, rlsService, log, obs.rls))
 	}
-	return server.New(server.Config{
-		Limiter:  limiter,
-		Catalog:  catalog,
-		RootKeys: keys,
-		Logger:   log,
-		Metrics:  obs.metrics,
-		Gatherer: obs.reg,
-		Services: services,
+	api, err := server.New(server.Config{
+		Limiter:       limiter,
+		Catalog:       catalog,
+		RootKeys:      keys,
+		Logger:        log,
+		Metrics:       obs.metrics,
+		Gatherer:      obs.reg,
+		Services:      services,
+		MaxNamespaces: c.MaxNamespaces,
 
 		TracerProvider: obs.tracer,
 	})
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() { _ = api.Close() }) // before the limiter and the catalog close
+	return api, nil
 }
 
 // newHTTPServer returns the HTTP server of h: HTTP/1.1 and h2c, with
