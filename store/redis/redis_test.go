@@ -21,20 +21,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var prefixSeq atomic.Int64
 
-// uniquePrefix returns a key prefix no other test run uses; cleanup deletes
-// every key under it.
+// newPrefix returns a key prefix no other test run uses.
+func newPrefix() string {
+	return fmt.Sprintf("sluicetest-%d-%d", time.Now().UnixNano(), prefixSeq.Add(1))
+}
+
+// deleteUnder deletes every key of c that starts with prefix.
+func deleteUnder(ctx context.Context, c *goredis.Client, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+	return iter.Err()
+}
+
+// uniquePrefix returns a new prefix whose keys on the Redis at addr are
+// deleted at cleanup.
 func uniquePrefix(t *testing.T, addr string) string {
 	t.Helper()
-	prefix := fmt.Sprintf("sluicetest-%d-%d", time.Now().UnixNano(), prefixSeq.Add(1))
+	prefix := newPrefix()
 	t.Cleanup(func() {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		defer c.Close()
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
+		if err := deleteUnder(context.Background(), c, prefix); err != nil {
 			t.Errorf("cleanup of %s: %v", prefix, err)
 		}
 	})
