@@ -2,11 +2,14 @@
 // (Redis and MariaDB/MySQL) and fails a test with the command that brings them
 // up when they are not reachable. `make test` (scripts/services.sh) starts or
 // installs them first, so a plain `go test` only needs them already running.
+// The Redis Cluster is optional outside CI: its tests skip when it is absent.
 package testenv
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,6 +19,32 @@ import (
 func RedisAddr(t testing.TB) string {
 	t.Helper()
 	return reachable(t, "SLUICE_TEST_REDIS", "127.0.0.1:6379", "Redis")
+}
+
+// RedisClusterAddrs returns the seed addresses of the test Redis Cluster:
+// $SLUICE_TEST_REDIS_CLUSTER (comma-separated host:port), or the six nodes
+// scripts/services.sh starts on 127.0.0.1:7101-7106. When one of them is not
+// reachable it skips t, or fails it under CI (the environment variable CI is
+// set), where the cluster must be there.
+func RedisClusterAddrs(t testing.TB) []string {
+	t.Helper()
+	list := os.Getenv("SLUICE_TEST_REDIS_CLUSTER")
+	if list == "" {
+		list = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103,127.0.0.1:7104,127.0.0.1:7105,127.0.0.1:7106"
+	}
+	addrs := strings.Split(list, ",")
+	for _, addr := range addrs {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			msg := fmt.Sprintf("testenv: Redis Cluster node %s is not reachable (%v); run `scripts/services.sh` to start the cluster, or set SLUICE_TEST_REDIS_CLUSTER", addr, err)
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+		_ = conn.Close()
+	}
+	return addrs
 }
 
 // MySQLDSN returns the DSN of the test MariaDB/MySQL database:
