@@ -165,9 +165,14 @@ func (s *Server) multiLimit(c *call) *apiError {
 	return nil
 }
 
+// TypeStoreLimit is the problem type of a write refused by a bound of the
+// store (store.ErrLimitReached: the Redis store bounds the overrides of a
+// namespace and the namespaces of a workspace).
+const TypeStoreLimit = "urn:sluice:error:store_limit_reached"
+
 // storeError maps a store error: ErrNotFound becomes notFound, an
-// unreachable store or shutdown a 503, a store bound a 400, anything else a
-// 500.
+// unreachable store or shutdown a 503, a store bound a 403 (as the
+// namespace cap), anything else a 500.
 func storeError(err error, notFound *apiError) *apiError {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -177,7 +182,9 @@ func storeError(err error, notFound *apiError) *apiError {
 	case errors.Is(err, store.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The override store is unreachable, so namespaces and overrides cannot be changed or read from it now; rate-limit decisions continue with the overrides this node already has. Retry later. ("+err.Error()+")")
 	case errors.Is(err, store.ErrLimitReached):
-		return badRequest([]FieldError{{Location: "body", Message: err.Error(), Fix: "Delete overrides the namespace no longer needs; the namespaces of a workspace are bounded too."}})
+		e := newError(http.StatusForbidden, TypeStoreLimit, "The store refused to grow: "+err.Error()+".")
+		e.Errors = []FieldError{{Location: "body", Message: err.Error(), Fix: "Delete overrides the namespace no longer needs."}}
+		return e
 	default:
 		e := unexpected()
 		e.Detail = "The override store failed: " + err.Error()
