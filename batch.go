@@ -40,9 +40,10 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		if l.cfg.Global != nil && cur.limit.Load() != q.limit {
 			cur.limit.Store(q.limit)
 		}
-		if l.strictAtOrigin(q, cur, prev) {
+		if l.atOrigin(q, cur, prev) {
 			// The batch is decided locally, all-or-nothing; in strict mode
-			// it first reads the origin, once for concurrent callers.
+			// or near the limit it first reads the origin, once for
+			// concurrent callers.
 			l.sharedRead(ctx, q, ReadStrict, cur)
 			prev = l.cells.load(q.hash, q.previous())
 		}

@@ -15,6 +15,7 @@ const (
 	DefaultRegion          = "local"
 	DefaultOriginTimeout   = 250 * time.Millisecond
 	DefaultOriginBackoff   = time.Second
+	DefaultOriginMargin    = 0.1
 	DefaultRefreshAfter    = 5 * time.Second
 	DefaultReplayWorkers   = 8
 	DefaultReplayBatch     = 256
@@ -70,6 +71,15 @@ type Config struct {
 	// origin costs each counter at most one OriginTimeout per
 	// OriginBackoff. Default 1s.
 	OriginBackoff time.Duration
+
+	// OriginMargin is the share of the limit near which the origin decides:
+	// a request that would bring the local view above (1-OriginMargin) ×
+	// limit is decided by the origin in one atomic step, as in strict mode,
+	// because the local view may not have seen the other nodes' latest
+	// admissions yet. It costs at most one origin call per admission in
+	// that last share of each window (denials stay local). Default 0.1; a
+	// negative value turns it off (only strict mode asks the origin).
+	OriginMargin float64
 
 	// RefreshAfter is how old a warm counter's last origin read may get
 	// before one request refreshes it (the others go on with the local
@@ -179,6 +189,7 @@ func (c Config) withDefaults() Config {
 	}
 	setDefault(&c.OriginTimeout, DefaultOriginTimeout)
 	setDefault(&c.OriginBackoff, DefaultOriginBackoff)
+	setDefault(&c.OriginMargin, DefaultOriginMargin)
 	setDefault(&c.RefreshAfter, DefaultRefreshAfter)
 	setDefault(&c.ReplayWorkers, DefaultReplayWorkers)
 	setDefault(&c.ReplayBatch, DefaultReplayBatch)
@@ -233,6 +244,9 @@ func (c Config) Validate() error {
 		if f.bad {
 			return fmt.Errorf("%w: %s is negative", ErrInvalidConfig, f.name)
 		}
+	}
+	if c.OriginMargin > 1 {
+		return fmt.Errorf("%w: OriginMargin %v is above 1", ErrInvalidConfig, c.OriginMargin)
 	}
 	if c.GlobalPublishShare < 0 || c.GlobalPublishShare > 1 {
 		return fmt.Errorf("%w: GlobalPublishShare %v is outside [0, 1]", ErrInvalidConfig, c.GlobalPublishShare)

@@ -254,12 +254,17 @@ func (l *Limiter) bornSynced() int64 {
 }
 
 // emitDenial queues the first qualifying denial of cur for propagation:
-// windows of at least DenialMinWindow, usage before the request of at least
-// DenialMinUsage × limit. A cell is emitted at most once per node, and never
-// when it was received from another region. It never blocks.
-func (l *Limiter) emitDenial(q *resolved, cur *cell, before int64) {
+// windows of at least DenialMinWindow, and a current cell that holds at
+// least DenialMinUsage × limit on its own. The usage that counts is the
+// cell's, not the sliding window's: early in a window a denial comes from
+// the previous cell's weight, which the receivers hold already, and a row
+// for a nearly empty cell would make every region deny for the rest of the
+// window, then again in the next one. A cell is emitted at most once per
+// node, and never when it was received from another region. It never
+// blocks.
+func (l *Limiter) emitDenial(q *resolved, cur *cell) {
 	if l.denials == nil || q.pos.D < l.cfg.DenialMinWindow.Milliseconds() ||
-		float64(before) < l.cfg.DenialMinUsage*float64(q.limit) || !cur.setFlag(flagDenialSeen) {
+		float64(cur.count()) < l.cfg.DenialMinUsage*float64(q.limit) || !cur.setFlag(flagDenialSeen) {
 		return
 	}
 	d := global.Denial{Cell: q.current(), Limit: q.limit, Region: l.cfg.Region, ExpiresAt: expiresAt(q.current())}

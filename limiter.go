@@ -10,8 +10,9 @@
 //
 // Decisions never wait on the network except for a counter's first decision
 // (a cold counter is hydrated from the regional origin), a periodic refresh of
-// a warm one, and, while a counter is in strict mode after a denial, a
-// request its local view would admit: the origin then decides it atomically.
+// a warm one, and a request its local view would admit while the counter is
+// in strict mode after a denial or close to its limit: the origin then
+// decides it atomically.
 // A denial never waits: the local view never exceeds what the region has
 // admitted, so what it denies the region would deny too. Accepted increments
 // are replayed to the origin asynchronously, coalesced per cell. A failing
@@ -133,7 +134,7 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	if l.cfg.Global != nil && cur.limit.Load() != q.limit {
 		cur.limit.Store(q.limit)
 	}
-	if l.strictAtOrigin(&q, cur, prev) {
+	if l.atOrigin(&q, cur, prev) {
 		if o, ok := l.decideAtOrigin(ctx, &q, cur, prev); ok {
 			return q.response(o), nil
 		}
@@ -145,19 +146,26 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	return q.response(o), nil
 }
 
-// strictAtOrigin reports whether q must be decided by the origin: its counter
-// is in strict mode, it spends something, the origin has not failed this
-// cell recently, and the local view would admit it. A request the local view
-// denies is denied locally (apply does it), because the local view never
-// exceeds what the region has admitted.
-func (l *Limiter) strictAtOrigin(q *resolved, cur, prev *cell) bool {
-	if l.origin == nil || q.cost == 0 || max(cur.strict(), prev.strict()) <= q.t {
+// atOrigin reports whether q must be decided by the origin: it spends
+// something, the local view would admit it, the origin has not failed this
+// cell recently, and either the counter is in strict mode or q would bring
+// the local view within OriginMargin × limit of the limit, where another
+// node's admissions the local view has not seen yet decide who gets the last
+// units. A request the local view denies is denied locally (apply does it),
+// because the local view never exceeds what the region has admitted.
+func (l *Limiter) atOrigin(q *resolved, cur, prev *cell) bool {
+	if l.origin == nil || q.cost == 0 || cur.backoffUntil.Load() > q.t {
 		return false
 	}
-	if cur.backoffUntil.Load() > q.t {
+	o := q.decide(cur.count(), prev.count())
+	switch {
+	case !o.Success:
 		return false
+	case max(cur.strict(), prev.strict()) > q.t:
+		return true
+	default:
+		return l.cfg.OriginMargin > 0 && o.Current > q.limit-int64(l.cfg.OriginMargin*float64(q.limit))
 	}
-	return q.decide(cur.count(), prev.count()).Success
 }
 
 // apply decides q on its cells and, if it passes, adds its cost to the
@@ -175,7 +183,7 @@ func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.O
 		regional := cur.regional.Load()
 		o := q.decide(regional+cur.imported.Load(), prev.count())
 		if !o.Success {
-			l.denied(q, cur, o.Current)
+			l.denied(q, cur)
 			return o
 		}
 		if q.cost == 0 {
@@ -276,15 +284,15 @@ func (l *Limiter) originFailed(q *resolved, reason ReadReason, err error) {
 		"reason", reason, "namespace", q.key.Namespace, "err", err)
 }
 
-// denied records a denial, with before the usage the request found: the
-// counter enters strict mode until t+d, unless the request's cost alone
-// exceeds the limit, and the global layer may propagate it.
-func (l *Limiter) denied(q *resolved, cur *cell, before int64) {
+// denied records a denial: the counter enters strict mode until t+d, unless
+// the request's cost alone exceeds the limit, and the global layer may
+// propagate it.
+func (l *Limiter) denied(q *resolved, cur *cell) {
 	if q.cost > q.limit {
 		return
 	}
 	cur.raiseStrict(q.t + q.pos.D)
-	l.emitDenial(q, cur, before)
+	l.emitDenial(q, cur)
 }
 
 // accepted records a committed increment of cost on cur for replay.

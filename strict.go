@@ -9,11 +9,12 @@ import (
 	"github.com/sluicehq/sluice/origin"
 )
 
-// Strict mode at the origin.
+// Decisions at the origin.
 //
-// While a counter is in strict mode, a request its local view would admit is
-// decided by the origin in one atomic check-and-add (origin.Decide), so two
-// nodes can never both spend the last unit of a window. The requests of one
+// While a counter is in strict mode, or near its limit (OriginMargin), a
+// request its local view would admit is decided by the origin in one atomic
+// check-and-add (origin.Decide), so two nodes can never both spend the last
+// unit of a window. The requests of one
 // cell that arrive while a decision is in flight queue behind it and are
 // decided together in the next call: a counter costs at most one origin call
 // in flight, whatever the number of concurrent requests, and a hanging origin
@@ -62,7 +63,7 @@ func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *ce
 		return window.Outcome{}, false
 	}
 	if !tk.outcome.Success {
-		l.denied(q, cur, tk.outcome.Current)
+		l.denied(q, cur)
 	}
 	return tk.outcome, true
 }

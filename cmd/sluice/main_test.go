@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestIsLoopback(t *testing.T) {
@@ -32,7 +33,8 @@ func TestIsLoopback(t *testing.T) {
 
 func TestServeValidate(t *testing.T) {
 	base := func() serveCmd {
-		return serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1}
+		return serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1,
+			GlobalFlags: GlobalFlags{GlobalInterval: 5 * time.Second, GlobalCounters: true, DenialPropagation: true, DenialMinWindow: time.Minute, DenialMinUsage: 0.5}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -58,6 +60,11 @@ func TestServeValidate(t *testing.T) {
 		{"store mysql without dsn", func(c *serveCmd) { c.Store = "mysql" }, "--store mysql needs --mysql-dsn"},
 		{"store sqlite without data dir", func(c *serveCmd) { c.Store, c.DataDir, c.MySQLDSN = "sqlite", "", "root@/x" }, "--data-dir"},
 		{"mysql needs no data dir", func(c *serveCmd) { c.DataDir, c.MySQLDSN = "", "root@/x" }, ""},
+		{"zero global interval", func(c *serveCmd) { c.GlobalInterval = 0 }, "--global-interval"},
+		{"negative denial window", func(c *serveCmd) { c.DenialMinWindow = -time.Second }, "--denial-min-window"},
+		{"denial usage zero", func(c *serveCmd) { c.DenialMinUsage = 0 }, "--denial-min-usage"},
+		{"denial usage above 1", func(c *serveCmd) { c.DenialMinUsage = 1.5 }, "--denial-min-usage"},
+		{"both global mechanisms off", func(c *serveCmd) { c.GlobalCounters, c.DenialPropagation = false, false }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

@@ -49,7 +49,7 @@ type serveCmd struct {
 	Region          string        `default:"local" help:"Name of this node's region."`
 	Origin          string        `enum:"memory,redis,cluster," default:"" help:"Regional origin: memory, redis or cluster (default: redis when --redis-url is set, else memory)."`
 	RedisURL        string        `name:"redis-url" help:"Redis URL (redis:// or rediss://) of the regional origin."`
-	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): stores namespaces and overrides there instead of SQLite."`
+	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): turns on the global layer (regions converge through it) and stores namespaces and overrides there."`
 	Store           string        `enum:"sqlite,redis,mysql," default:"" help:"Store of namespaces and overrides: sqlite (per node, in --data-dir), redis (--redis-url) or mysql (--mysql-dsn). Default: mysql when --mysql-dsn is set, else redis when --redis-url is set, else sqlite."`
 	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None: any bearer token is workspace 'default', loopback only."`
 	DataDir         string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
@@ -61,12 +61,16 @@ type serveCmd struct {
 	OTelEndpoint    string        `name:"otel-endpoint" placeholder:"URL" help:"OpenTelemetry collector (OTLP/HTTP) for traces, e.g. http://127.0.0.1:4318; /v1/traces is added when the URL has no path. Tracing is off unless this or OTEL_EXPORTER_OTLP_ENDPOINT is set."`
 	OTelSampleRatio float64       `name:"otel-sample-ratio" default:"1" help:"Share of new traces that are sampled, 0 to 1. A caller's sampled traceparent is always followed."`
 	MaxNamespaces   int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
+	GlobalFlags     `embed:""`
 }
 
 // Validate checks the flags that kong's tags cannot.
 func (c *serveCmd) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("--http-addr %q: %w", c.HTTPAddr, err)
+	}
+	if err := c.GlobalFlags.validate(); err != nil {
+		return err
 	}
 	if c.Region == "" {
 		return errors.New("--region must not be empty")
@@ -180,6 +184,9 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: obs.metrics}
 	if limiterCfg.Origin, err = c.newOrigin(origin, log, obs, &cl); err != nil {
+		return err
+	}
+	if err := c.newGlobal(ctx, &limiterCfg, log, obs.reg, &cl); err != nil {
 		return err
 	}
 	limiter, err := newLimiter(limiterCfg, log, &cl)
