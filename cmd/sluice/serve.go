@@ -459,7 +459,7 @@ func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger, cl *cleanup)
 	defer cancel()
 	switch c.storeKind() {
 	case "mysql":
-		log.Info("store: MySQL, shared by every node on this database; other nodes' changes are seen within about 200ms (the global layer is not wired into this build: only namespaces and overrides are stored there)", "shared", true)
+		log.Info("store: MySQL, shared by every node on this database; other nodes' changes are seen within about 200ms", "shared", true)
 		return mysql.Open(openCtx, mysql.Config{DSN: c.MySQLDSN, Logger: log})
 	case "redis":
 		log.Info("store: Redis, shared by every node on this Redis; other nodes' changes are announced by pub/sub", "shared", true, "redis", redactURL(c.RedisURL))
@@ -468,7 +468,7 @@ func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger, cl *cleanup)
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
 		cl.add(func() { _ = client.Close() })
-		st, err := storeredis.New(storeredis.Config{Client: client, Logger: log})
+		st, err := storeredis.New(storeredis.Config{Client: client, Logger: log, MaxNamespaces: c.MaxNamespaces})
 		if err != nil {
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
