@@ -267,7 +267,7 @@ func (l *Limiter) emitDenial(q *resolved, cur *cell) {
 		float64(cur.count()) < l.cfg.DenialMinUsage*float64(q.limit) || !cur.setFlag(flagDenialSeen) {
 		return
 	}
-	d := global.Denial{Cell: q.current(), Limit: q.limit, Region: l.cfg.Region, ExpiresAt: expiresAt(q.current())}
+	d := global.Denial{Cell: q.current(), Limit: q.limit, Usage: cur.count(), Region: l.cfg.Region, ExpiresAt: expiresAt(q.current())}
 	select {
 	case l.denials <- d:
 		if len(l.denials) >= l.cfg.DenialBatch {
@@ -329,8 +329,9 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 
 // syncDenials applies the denial rows written since the last sync to their
 // exact cells: the cell's imported count rises until its usage reaches the
-// row's limit, so the cell denies until its window ends and then weighs as
-// the previous cell.
+// row's (the originator's usage, or its limit for a row without one), so
+// the cell denies what the originator denied, and after the rollover weighs
+// as the previous cell.
 // Received cells are marked as emitted, so they are never sent back.
 func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
@@ -343,7 +344,11 @@ func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
 	for _, d := range ds {
 		c := l.cells.loadOrCreate(l.cells.keyHash(d.Cell.Key), d.Cell, l.bornSynced())
 		c.setFlag(flagDenialSeen)
-		c.raiseImported(d.Limit - c.committed())
+		usage := d.Usage
+		if usage <= 0 {
+			usage = d.Limit
+		}
+		c.raiseImported(usage - c.committed())
 		st.DenialsSynced++
 	}
 }

@@ -281,3 +281,28 @@ func (s *recordingStore) maxOf(region, id string) int64 {
 	defer s.mu.Unlock()
 	return s.max[region+"/"+id]
 }
+
+// TestDenialCarriesUsage propagates a denial that came from a large request
+// on a counter with room left: the other regions deny what the originator
+// denied, not the whole window.
+func TestDenialCarriesUsage(t *testing.T) {
+	const limit, d = 100, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(3000 * d.Milliseconds())
+	regions := newRegions(t, 2, globalmemory.New(), clock, sluice.Config{DisableGlobalCounters: true})
+	ctx := context.Background()
+	if res, _ := regions[0].Ratelimit(ctx, req("big", limit, 80, d, time.Time{})); !res.Success {
+		t.Fatal("80 of 100 denied")
+	}
+	if res, _ := regions[0].Ratelimit(ctx, req("big", limit, 30, d, time.Time{})); res.Success {
+		t.Fatal("80 + 30 of 100 admitted")
+	}
+	syncAll(t, regions)
+	syncAll(t, regions)
+	if res, _ := regions[1].Ratelimit(ctx, req("big", limit, 30, d, time.Time{})); res.Success {
+		t.Fatal("the other region admitted the 30 units the originator denied")
+	}
+	if res, _ := regions[1].Ratelimit(ctx, req("big", limit, 20, d, time.Time{})); !res.Success {
+		t.Fatalf("the other region denied the 20 units left (current %d)", res.Current)
+	}
+}

@@ -74,9 +74,14 @@ type Pull struct {
 // where it happened, denies until ExpiresAt.
 type Denial struct {
 	Cell origin.Cell
-	// Limit is the limit that was exceeded; a receiving node raises the
-	// cell's imported count so that its usage reaches it.
+	// Limit is the limit that was exceeded.
 	Limit int64
+	// Usage is the cell's own usage where it was denied (its region's
+	// count plus what it had imported), without the previous cell's
+	// weight. A receiving node raises the cell's imported count until its
+	// usage reaches Usage, so it denies what the originator denied; rows
+	// without a usage (0) stand for the whole Limit.
+	Usage int64
 	// Region is the region that emitted the row.
 	Region string
 	// ExpiresAt is (Sequence+2)*Duration in Unix ms: past it the cell

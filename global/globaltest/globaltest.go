@@ -307,7 +307,7 @@ func testRegions(t *testing.T, s global.Store) {
 }
 
 func denial(c origin.Cell, limit int64, region string) global.Denial {
-	return global.Denial{Cell: c, Limit: limit, Region: region, ExpiresAt: expiry(c)}
+	return global.Denial{Cell: c, Limit: limit, Usage: limit - 1, Region: region, ExpiresAt: expiry(c)}
 }
 
 func emit(t *testing.T, s global.Store, ds ...global.Denial) {

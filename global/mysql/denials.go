@@ -29,11 +29,11 @@ func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error 
 	}
 	err := s.do(ctx, OpEmitDenials, func(ctx context.Context, t *tally) error {
 		for chunk := range slices.Chunk(rows, s.cfg.ChunkRows) {
-			args := make([]any, 0, 9*len(chunk))
+			args := make([]any, 0, 10*len(chunk))
 			for _, r := range chunk {
 				c := r.Cell
 				args = append(args, r.key.hash[:], r.key.durationMS, r.key.seq,
-					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Limit, []byte(r.Region), r.ExpiresAt)
+					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Limit, r.Usage, []byte(r.Region), r.ExpiresAt)
 			}
 			if _, err := exec(ctx, t, s.db, s.q.denials.statement(len(chunk)), args...); err != nil {
 				return err
@@ -101,7 +101,7 @@ func scanDenials(rows *sql.Rows) ([]global.Denial, error) {
 		var ws, ns, id, region []byte
 		var dur, seq int64
 		var d global.Denial
-		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &d.Limit, &region, &d.ExpiresAt); err != nil {
+		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &d.Limit, &d.Usage, &region, &d.ExpiresAt); err != nil {
 			return nil, err
 		}
 		d.Cell = cellOf(ws, ns, id, dur, seq)

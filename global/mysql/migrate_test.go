@@ -115,10 +115,11 @@ func TestMigrateLaterVersion(t *testing.T) {
 	prefix := newPrefix(t)
 	db := testDB(t, testenv.MySQLDSN(t))
 	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + prefix + "extra") })
-	v1, err := loadMigrations(migrations)
+	all, err := loadMigrations(migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
+	v1 := all[:1] // the shipped version 1, followed here by a made-up version 2
 	v2, err := loadMigrations(fstest.MapFS{
 		"migrations/0001_init.sql":  {Data: []byte(v1[0].sql)},
 		"migrations/0002_extra.sql": {Data: []byte("-- a later change\nCREATE TABLE IF NOT EXISTS {p}extra (id INT PRIMARY KEY);\nALTER TABLE {p}regions ADD COLUMN IF NOT EXISTS note VARCHAR(10) NULL;\n")},

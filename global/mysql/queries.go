@@ -60,8 +60,8 @@ func newQueries(prefix string) queries {
 		// The no-op update keeps the first row; unlike INSERT IGNORE it
 		// does not turn other errors into warnings.
 		denials: batchInsert{
-			head: r.Replace("INSERT INTO {p}blocklist (id_hash, duration_ms, seq, workspace, namespace, identifier, lim, region, expires_at, created_at) VALUES "),
-			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
+			head: r.Replace("INSERT INTO {p}blocklist (id_hash, duration_ms, seq, workspace, namespace, identifier, lim, usage_count, region, expires_at, created_at) VALUES "),
+			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
 			tail: " ON DUPLICATE KEY UPDATE seq = seq",
 		},
 		pull: r.Replace(`SELECT MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
@@ -69,7 +69,7 @@ func newQueries(prefix string) queries {
 FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_at > ? AND expires_at > ?) AS ch
 JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
 GROUP BY c.id_hash, c.duration_ms, c.seq`),
-		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, region, expires_at " +
+		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at " +
 			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ?"),
 		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
