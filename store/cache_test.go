@@ -24,13 +24,20 @@ func newCache(t *testing.T, s store.Store, refresh time.Duration) *store.Cache {
 	return c
 }
 
-func TestCachePrecedence(t *testing.T) {
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+// openSQLite opens a SQLite store in a temporary folder, closed at cleanup.
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestCachePrecedence(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLite(t)
 	c := newCache(t, s, time.Hour)
 	ns, err := c.EnsureNamespace(ctx, "ws", "api")
 	if err != nil {
@@ -67,11 +74,7 @@ func TestCachePrecedence(t *testing.T) {
 // write through one becomes visible through the other after its refresh.
 func TestCacheSeesOtherNodes(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSQLite(t)
 	a := newCache(t, s, time.Hour)
 	b := newCache(t, s, 50*time.Millisecond)
 	ns, err := a.EnsureNamespace(ctx, "ws", "api")
@@ -101,11 +104,7 @@ func TestCacheSeesOtherNodes(t *testing.T) {
 
 func TestCacheClose(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSQLite(t)
 	c, err := store.NewCache(ctx, store.CacheConfig{Store: s, Refresh: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -163,11 +162,7 @@ func (w *watchedStore) Watch(ctx context.Context, changed func()) error {
 // soon as the store's Watch reports it, and Close stops Watch (goleak).
 func TestCacheRefreshesWhenTheStoreReportsAChange(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSQLite(t)
 	w := &watchedStore{Store: s, kick: make(chan struct{}), watched: make(chan struct{})}
 	refreshed := make(chan struct{}, 16)
 	c, err := store.NewCache(ctx, store.CacheConfig{Store: w, Refresh: time.Hour, OnRefresh: func(time.Duration, error) { refreshed <- struct{}{} }})
