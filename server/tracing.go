@@ -46,7 +46,9 @@ func newTracing(tp trace.TracerProvider) tracing {
 
 // start continues the caller's trace (W3C traceparent) with a server span for
 // route and returns r with the span in its context. It returns r and nil when
-// tracing is off.
+// tracing is off. The span's attributes are built only if it is recorded:
+// most requests of a sampled deployment are not, so samplers see the span's
+// name and kind, not its attributes.
 func (t tracing) start(r *http.Request, route, requestID string) (*http.Request, trace.Span) {
 	if t.tracer == nil {
 		return r, nil
@@ -56,20 +58,22 @@ func (t tracing) start(r *http.Request, route, requestID string) (*http.Request,
 	if route == "" {
 		name = r.Method
 	}
-	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodKey.String(r.Method),
-		semconv.URLPath(r.URL.Path),
-		semconv.URLScheme("http"),
-		semconv.NetworkProtocolVersion(strconv.Itoa(r.ProtoMajor) + "." + strconv.Itoa(r.ProtoMinor)),
-		AttrRequestID.String(requestID),
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	if span.IsRecording() {
+		span.SetAttributes(
+			semconv.HTTPRequestMethodKey.String(r.Method),
+			semconv.URLPath(r.URL.Path),
+			semconv.URLScheme("http"),
+			semconv.NetworkProtocolVersion(strconv.Itoa(r.ProtoMajor)+"."+strconv.Itoa(r.ProtoMinor)),
+			AttrRequestID.String(requestID),
+		)
+		if route != "" {
+			span.SetAttributes(semconv.HTTPRoute(route))
+		}
+		if ua := r.UserAgent(); ua != "" {
+			span.SetAttributes(semconv.UserAgentOriginal(ua))
+		}
 	}
-	if route != "" {
-		attrs = append(attrs, semconv.HTTPRoute(route))
-	}
-	if ua := r.UserAgent(); ua != "" {
-		attrs = append(attrs, semconv.UserAgentOriginal(ua))
-	}
-	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return r.WithContext(ctx), span
 }
 

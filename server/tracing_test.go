@@ -148,17 +148,19 @@ func TestTracingPanicFailsSpan(t *testing.T) {
 }
 
 // BenchmarkLimitTracing measures what a span costs a limit call: "off" is
-// the default server (no provider), "on" samples every span into a batching pipeline whose exporter
-// discards them.
+// the default server (no provider), "on" samples every span into a batching
+// pipeline whose exporter discards them, "1%" samples one trace in a hundred.
 func BenchmarkLimitTracing(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		on   bool
-	}{{"off", false}, {"on", true}} {
+		name  string
+		on    bool
+		ratio float64
+	}{{"off", false, 0}, {"on", true, 1}, {"1%", true, 0.01}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var cfg Config
 			if tc.on {
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+					sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(tc.ratio))))
 				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 				cfg.TracerProvider = tp
 			}
