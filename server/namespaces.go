@@ -18,11 +18,6 @@ import (
 // node's memory without bound.
 const DefaultMaxNamespaces = 10_000
 
-// TypeNamespaceLimit is the problem type of a call refused because its
-// workspace has as many namespaces as it may (Unkey documents no type for
-// this problem).
-const TypeNamespaceLimit = "urn:sluice:error:namespace_limit_reached"
-
 const (
 	// namespaceWait is how long a limit call waits for the creation of its
 	// namespace before deciding without it. A namespace that does not exist
@@ -84,8 +79,11 @@ func (n *namespaces) forLimit(ctx context.Context, workspace, name string) (ns s
 	defer t.Stop()
 	select {
 	case <-cr.done:
-		if errors.Is(cr.err, store.ErrClosed) {
+		switch {
+		case errors.Is(cr.err, store.ErrClosed):
 			return ns, false, shuttingDown()
+		case errors.Is(cr.err, store.ErrLimitReached):
+			return ns, false, storeError(cr.err, nil)
 		}
 		return cr.ns, cr.err == nil, nil
 	case <-t.C:
@@ -141,7 +139,7 @@ func (n *namespaces) create(k namespaceKey, cr *creation) {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	cr.ns, cr.err = n.catalog.EnsureNamespace(ctx, k.workspace, k.name)
-	if cr.err != nil && !errors.Is(cr.err, store.ErrClosed) {
+	if cr.err != nil && !errors.Is(cr.err, store.ErrClosed) && !errors.Is(cr.err, store.ErrLimitReached) {
 		n.log.Warn("server: creating a namespace failed; its calls are decided without overrides until it exists", "workspace", k.workspace, "namespace", k.name, "err", cr.err)
 	}
 	n.mu.Lock()
@@ -157,7 +155,7 @@ func (n *namespaces) create(k namespaceKey, cr *creation) {
 func (n *namespaces) wait() { n.wg.Wait() }
 
 func namespaceLimit(maxPerWorkspace int) *apiError {
-	e := newError(http.StatusForbidden, TypeNamespaceLimit, "This workspace has "+strconv.Itoa(maxPerWorkspace)+" namespaces, as many as it may have; use an existing namespace.")
+	e := newError(http.StatusForbidden, TypeStoreLimit, "This workspace has "+strconv.Itoa(maxPerWorkspace)+" namespaces, as many as it may have; use an existing namespace.")
 	e.Errors = []FieldError{{Location: "body.namespace", Message: "would create a namespace beyond the workspace's limit of " + strconv.Itoa(maxPerWorkspace), Fix: "Use an existing namespace, or raise --max-namespaces."}}
 	return e
 }

@@ -40,7 +40,7 @@ func TestNamespaceCap(t *testing.T) {
 				return
 			}
 			e, _ := r.body["error"].(map[string]any)
-			if e["type"] != TypeNamespaceLimit || e["status"] != 403.0 || len(r.errorLocations()) == 0 || r.requestID() == "" {
+			if e["type"] != TypeStoreLimit || e["status"] != 403.0 || len(r.errorLocations()) == 0 || r.requestID() == "" {
 				t.Fatalf("not Unkey's error body for the cap: %s", r.raw)
 			}
 		})
