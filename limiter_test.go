@@ -36,8 +36,8 @@ func req(id string, limit, cost int64, d time.Duration, t time.Time) sluice.Requ
 	return sluice.Request{Namespace: "ns", Identifier: id, Limit: limit, Duration: d, Cost: cost, Time: t}
 }
 
-// TestSeedExamples pins the worked examples of the seed documents and
-// DESIGN.md §3 as sequences of requests on a fresh limiter.
+// TestSeedExamples pins worked examples of the decision rule of
+// docs/consistency.md as sequences of requests on a fresh limiter.
 func TestSeedExamples(t *testing.T) {
 	type step struct {
 		r    sluice.Request

@@ -7,7 +7,8 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// model is the reference model of DESIGN.md §3, written independently of the
+// model is the reference model of docs/consistency.md ("The decision"),
+// written independently of the
 // engine: a plain map of fixed cells, big-integer arithmetic, and the rules
 // spelled out literally. The property tests compare the engine to it.
 type model struct {
