@@ -1,0 +1,24 @@
+// Package cluster is a regional origin with no shared store: the nodes of a
+// region form a cluster (hashicorp/memberlist), and each counter identity's
+// authoritative count lives in the memory of one node, its owner, chosen by
+// rendezvous hashing over the members ([Ring]).
+//
+// The [Origin] routes each call of the limiter to the identity's owner: a
+// call for an identity this node owns goes to its own store with no network,
+// any other goes to the owner over the peer RPC, a small JSON-over-HTTP
+// service mounted on the owner's HTTP port ([Origin.Handler]) and
+// authenticated with an HMAC derived from the cluster secret. A breaker per
+// peer turns an unreachable owner into fast failures, and the limiter then
+// decides locally, as it does when Redis is down.
+//
+// When an owner denies a strict-mode request (a cell at its limit), it
+// broadcasts the totals of both cells to every member, which raise their
+// local views to them through a [Merger] (the limiter): they then deny that
+// counter locally, with no call to the owner, until its window admits again.
+//
+// When the membership changes, identities move to their new owners. Each
+// node remembers the last totals it saw per cell and seeds the new owner of
+// every cell that moved with them; the new owner keeps the highest seed, so
+// it starts from the best view any surviving node had rather than from zero.
+// See docs/cluster.md for the accuracy cost.
+package cluster
