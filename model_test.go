@@ -9,7 +9,8 @@ import (
 
 // model is the reference model of docs/consistency.md ("The decision"),
 // written independently of the engine: a plain map of fixed cells,
-// big-integer arithmetic, and the rules spelled out literally. The property tests compare the engine to it.
+// big-integer arithmetic, and the rules spelled out literally. The property
+// tests compare the engine to it.
 type model struct {
 	cells map[modelCell]int64
 }
