@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the real services Sluice's tests use: Redis on 127.0.0.1:6379,
 # a Redis Cluster of 3 masters with one replica each on 127.0.0.1:7101-7106,
-# and MariaDB on 127.0.0.1:3306 (root, empty password, database `test`).
+# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`), and
+# Node.js with npm for the Unkey SDK check.
 # It reuses a running server, else starts one from the installed binaries, else
 # (as root on Debian) installs it from Debian's packages. If it cannot, it
 # stops and prints the exact command to run.
@@ -120,7 +121,16 @@ mysql_up() {
   fi
 }
 
+# node_up makes Node.js and npm available for e2e/TestNodeClient (the Unkey
+# SDK check), which fails rather than skips when CI is set.
+node_up() {
+  command -v node >/dev/null && command -v npm >/dev/null && return 0
+  can_install || { echo "services: Node.js and npm are not installed; run: sudo apt-get install -y nodejs npm" >&2; exit 1; }
+  apt_install nodejs npm
+}
+
 redis_up
 cluster_up
 mysql_up
-echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR" >&2
+node_up
+echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null)" >&2
