@@ -24,7 +24,7 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	}
 	qs := make([]resolved, len(rs))
 	for i := range rs {
-		q, err := resolve(&rs[i], l.cfg.Clock)
+		q, err := resolve(&rs[i], l.nowMilli)
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}

@@ -32,7 +32,7 @@ func TestBatchRollbackUnderConcurrentMerges(t *testing.T) {
 		if _, err := l.Ratelimit(ctx, peek); err != nil { // creates and hydrates the cell
 			t.Fatal(err)
 		}
-		q, _ := resolve(&spend, l.cfg.Clock)
+		q, _ := resolve(&spend, nil)
 		cur := l.cells.load(l.cells.keyHash(q.key), q.current())
 
 		stop := make(chan struct{})
@@ -113,7 +113,7 @@ func TestMixedDecisionsUnderReplayAreExact(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q, _ := resolve(&hot, l.cfg.Clock)
+	q, _ := resolve(&hot, nil)
 	counts, _ := store.Load(ctx, q.key, q.pos.Seq)
 	got := admitted.Load()
 	switch {

@@ -51,7 +51,9 @@ type Config struct {
 	Origin origin.Origin
 
 	// Clock is the time used for requests without a Time and for
-	// housekeeping. Default time.Now.
+	// housekeeping. Default: the wall clock, read for requests as one
+	// monotonic clock read against a wall-clock base taken every second
+	// (half the cost of time.Now), and as time.Now elsewhere.
 	Clock func() time.Time
 
 	// Logger receives the limiter's logs. Default: discard.

@@ -79,7 +79,7 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 			}
 		}
 		cellOf := func(r Request) origin.Cell {
-			q, err := resolve(&r, clock)
+			q, err := resolve(&r, nil) // r.Time is set
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,8 +48,9 @@ var ErrNotFlushed = errors.New("sluice: increments not flushed")
 // Limiter makes rate-limit decisions. It is safe for concurrent use by many
 // goroutines. Create one with [New] and release it with Close.
 type Limiter struct {
-	cfg    Config
-	origin origin.Origin // nil: the limiter is its own origin
+	cfg      Config
+	nowMilli func() int64  // the clock of requests without a Time
+	origin   origin.Origin // nil: the limiter is its own origin
 	cells  *cellTable
 	replay *replayer // nil without an origin
 
@@ -77,9 +78,13 @@ func New(cfg Config) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	nowMilli := newMonoClock().nowMilli
+	if clock := cfg.Clock; clock != nil {
+		nowMilli = func() int64 { return clock().UnixMilli() }
+	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Limiter{cfg: cfg, origin: cfg.Origin, cells: newCellTable(), cancel: cancel}
+	l := &Limiter{cfg: cfg, nowMilli: nowMilli, origin: cfg.Origin, cells: newCellTable(), cancel: cancel}
 	if l.origin != nil {
 		l.replay = newReplayer(l)
 		l.wg.Go(func() { l.replay.run(ctx) })
@@ -126,7 +131,7 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	if l.closed.Load() {
 		return Response{}, ErrClosed
 	}
-	q, err := resolve(&r, l.cfg.Clock)
+	q, err := resolve(&r, l.nowMilli)
 	if err != nil {
 		return Response{}, err
 	}

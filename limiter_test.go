@@ -354,3 +354,31 @@ func TestReplayIsLossless(t *testing.T) {
 		t.Errorf("%d origin writes for 16000 increments: replay did not coalesce", a)
 	}
 }
+
+// TestWarmDecisionDoesNotAllocate guards the hot path: a warm decision, with
+// or without an origin, with the limiter's clock or the request's time,
+// allocates nothing.
+func TestWarmDecisionDoesNotAllocate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  sluice.Config
+		at   time.Time
+	}{
+		{"embedded default, limiter's clock", sluice.Config{}, time.Time{}},
+		{"embedded default, request time", sluice.Config{}, time.Now()},
+		{"with an origin, limiter's clock", sluice.Config{Origin: memory.New(nil)}, time.Time{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, tc.cfg)
+			ctx := context.Background()
+			r := req("warm", 1<<40, 1, time.Hour, tc.at)
+			if _, err := l.Ratelimit(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(1000, func() { _, _ = l.Ratelimit(ctx, r) }); n != 0 {
+				t.Fatalf("%v allocations per warm decision, want 0", n)
+			}
+		})
+	}
+}

@@ -68,9 +68,9 @@ type resolved struct {
 	hash  uint64 // hash of key, set by the limiter
 }
 
-// resolve validates r and places it in its window; clock supplies the time
-// when r.Time is zero.
-func resolve(r *Request, clock func() time.Time) (resolved, error) {
+// resolve validates r and places it in its window; nowMilli supplies the
+// time, in Unix milliseconds, when r.Time is zero.
+func resolve(r *Request, nowMilli func() int64) (resolved, error) {
 	var problem string
 	d := r.Duration.Milliseconds()
 	switch {
@@ -88,13 +88,14 @@ func resolve(r *Request, clock func() time.Time) (resolved, error) {
 	if problem != "" {
 		return resolved{}, fmt.Errorf("%w: %s", ErrInvalidRequest, problem)
 	}
-	at := r.Time
-	if at.IsZero() {
-		at = clock()
+	var t int64
+	if r.Time.IsZero() {
+		t = nowMilli()
+	} else {
+		t = r.Time.UnixMilli()
 	}
-	t := at.UnixMilli()
 	if t < 0 {
-		return resolved{}, fmt.Errorf("%w: time %v is before the Unix epoch", ErrInvalidRequest, at)
+		return resolved{}, fmt.Errorf("%w: time %v is before the Unix epoch", ErrInvalidRequest, time.UnixMilli(t))
 	}
 	return resolved{
 		key: origin.Key{

@@ -22,7 +22,7 @@ import (
 
 // ticket is one request waiting for an origin decision.
 type ticket struct {
-	q    *resolved
+	q    resolved // a copy: the caller's request stays on its stack
 	done chan struct{}
 	// Set before done is closed: ok reports that the origin decided,
 	// outcome is its answer.
@@ -52,7 +52,7 @@ func (ds *deciders) wait() { ds.wg.Wait() }
 // when the origin could not decide (it failed, or is backed off, or ctx ended
 // first): the caller then decides locally.
 func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *cell) (o window.Outcome, ok bool) {
-	tk := &ticket{q: q, done: make(chan struct{})}
+	tk := &ticket{q: *q, done: make(chan struct{})}
 	l.enqueue(tk, cur, prev)
 	select {
 	case <-tk.done:
@@ -116,10 +116,10 @@ func (l *Limiter) runDecider(key origin.Cell, d *decider) {
 // fills in each ticket's outcome; on failure it backs the cell off for
 // OriginBackoff and leaves the tickets undecided.
 func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
-	first := batch[0].q
+	first := &batch[0].q
 	for _, tk := range batch[1:] {
 		if tk.q.t < first.t {
-			first = tk.q
+			first = &tk.q
 		}
 	}
 	if d.cur.backoffUntil.Load() > first.t {
