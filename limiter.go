@@ -51,8 +51,8 @@ type Limiter struct {
 	cfg      Config
 	nowMilli func() int64  // the clock of requests without a Time
 	origin   origin.Origin // nil: the limiter is its own origin
-	cells  *cellTable
-	replay *replayer // nil without an origin
+	cells    *cellTable
+	replay   *replayer // nil without an origin
 
 	reads    flight.Group[origin.Cell] // hydrations and strict reads, one per cell
 	deciders deciders                  // strict-mode decisions at the origin
