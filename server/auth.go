@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,12 +17,43 @@ var ErrInvalidRootKey = errors.New("server: invalid root key")
 // configured (allowed only on a loopback address).
 const OpenWorkspace = "default"
 
-// RootKey grants its bearer access to one workspace.
+// RootKey grants its bearer access to one workspace. It holds either the
+// key itself or only its SHA-256, so that a configuration need not hold the
+// secret; both are compared the same way.
 type RootKey struct {
-	// Key is the secret sent as "Authorization: Bearer <Key>".
+	// Key is the secret sent as "Authorization: Bearer <Key>". Empty when
+	// the key is given by its hash.
 	Key string
+	// SHA256 is the SHA-256 of the key, used when Key is empty.
+	SHA256 [sha256.Size]byte
 	// Workspace is the tenant the key acts in.
 	Workspace string
+}
+
+// HashRootKey returns the SHA-256 of key as 64 lower-case hex digits, the
+// form [ParseHashedRootKey] reads.
+func HashRootKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// ParseHashedRootKey parses "HEX:WORKSPACE", where HEX is the SHA-256 of the
+// key in 64 hex digits (what [HashRootKey] and `sluice hash-key` print). An
+// error never quotes HEX.
+func ParseHashedRootKey(s string) (RootKey, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return RootKey{}, fmt.Errorf("%w: want SHA256HEX:WORKSPACE, got no ':'", ErrInvalidRootKey)
+	}
+	var k RootKey
+	if n, err := hex.Decode(k.SHA256[:], []byte(s[:i])); err != nil || n != sha256.Size || len(s[:i]) != 2*sha256.Size {
+		return RootKey{}, fmt.Errorf("%w: the hash must be 64 hex digits, the SHA-256 of the key (sluice hash-key prints it)", ErrInvalidRootKey)
+	}
+	k.Workspace = s[i+1:]
+	if err := k.Validate(); err != nil {
+		return RootKey{}, err
+	}
+	return k, nil
 }
 
 // ParseRootKey parses "KEY:WORKSPACE", splitting at the last ':' so that a
@@ -42,8 +74,10 @@ func ParseRootKey(s string) (RootKey, error) {
 // Validate reports whether k is usable.
 func (k RootKey) Validate() error {
 	switch {
-	case k.Key == "":
+	case k.Key == "" && k.SHA256 == [sha256.Size]byte{}:
 		return fmt.Errorf("%w: empty key", ErrInvalidRootKey)
+	case k.Key != "" && k.SHA256 != [sha256.Size]byte{}:
+		return fmt.Errorf("%w: set the key or its hash, not both", ErrInvalidRootKey)
 	case k.Workspace == "":
 		return fmt.Errorf("%w: empty workspace", ErrInvalidRootKey)
 	case len(k.Workspace) > 255:
@@ -58,10 +92,18 @@ func (k RootKey) Validate() error {
 
 func notToken(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }
 
-// keyring authenticates bearer tokens. It compares the SHA-256 of the
-// presented token with the SHA-256 of every configured key in constant time,
-// always checking all keys, so neither a key's content nor its position
-// leaks through timing.
+// hash returns the SHA-256 of k's key.
+func (k RootKey) hash() [sha256.Size]byte {
+	if k.Key == "" {
+		return k.SHA256
+	}
+	return sha256.Sum256([]byte(k.Key))
+}
+
+// keyring authenticates bearer tokens. It keeps only the SHA-256 of each
+// key (given as such or hashed at start) and compares the SHA-256 of the
+// presented token with every one of them in constant time, always checking
+// all keys, so neither a key's content nor its position leaks through timing.
 type keyring struct {
 	hashes     [][sha256.Size]byte
 	workspaces []string
@@ -70,16 +112,17 @@ type keyring struct {
 
 func newKeyring(keys []RootKey) (*keyring, error) {
 	kr := &keyring{open: len(keys) == 0}
-	seen := make(map[string]bool)
+	seen := make(map[[sha256.Size]byte]bool)
 	for _, k := range keys {
 		if err := k.Validate(); err != nil {
 			return nil, err
 		}
-		if seen[k.Key] {
-			return nil, fmt.Errorf("%w: the same key is configured twice", ErrInvalidRootKey)
+		h := k.hash()
+		if seen[h] {
+			return nil, fmt.Errorf("%w: the same key is configured twice (workspace %q)", ErrInvalidRootKey, k.Workspace)
 		}
-		seen[k.Key] = true
-		kr.hashes = append(kr.hashes, sha256.Sum256([]byte(k.Key)))
+		seen[h] = true
+		kr.hashes = append(kr.hashes, h)
 		kr.workspaces = append(kr.workspaces, k.Workspace)
 	}
 	return kr, nil

@@ -3,6 +3,7 @@ package server
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,9 +33,15 @@ type Metrics struct {
 	backlog     prometheus.Gauge
 	cells       prometheus.Gauge
 	evicted     prometheus.Counter
+	authFails   *prometheus.CounterVec
 
+	// labels is a read-only snapshot of the namespace labels' counters
+	// (denied, passed), replaced whole under mu when a namespace is added,
+	// so that a decision only loads it; other holds the counters of
+	// "_other" once the snapshot is full.
+	labels atomic.Pointer[map[string]*[2]prometheus.Counter]
+	other  atomic.Pointer[[2]prometheus.Counter]
 	mu     sync.Mutex
-	labels map[string]*[2]prometheus.Counter // namespace label -> denied, passed
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -77,35 +84,80 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_cells_evicted_total", Help: "Counter cells evicted by the janitor.",
 		}),
-		labels: make(map[string]*[2]prometheus.Counter),
+		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_auth_failures_total", Help: "Requests refused for want of a valid root key, by reason (missing, unknown_key).",
+		}, []string{"reason"}),
 	}
+	empty := map[string]*[2]prometheus.Counter{}
+	m.labels.Store(&empty)
+	m.authFails.WithLabelValues(AuthMissing)
+	m.authFails.WithLabelValues(AuthUnknownKey)
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.decisions, m.storeUp, m.storeReload,
-		m.originReads, m.replays, m.backlog, m.cells, m.evicted)
+		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.authFails)
 	return m
 }
 
+// authFailed counts one failed authentication.
+func (m *Metrics) authFailed(reason string) { m.authFails.WithLabelValues(reason).Inc() }
+
 // decisionCounters returns the denied and passed counters of namespace's
 // label: the namespace itself for the first MaxNamespaceLabels namespaces,
-// "_other" beyond.
+// "_other" beyond. A namespace already labelled, and any namespace once the
+// labels are all taken, is answered without a lock; only a new namespace
+// takes the mutex and copies the snapshot (at most MaxNamespaceLabels times).
 func (m *Metrics) decisionCounters(ns string) *[2]prometheus.Counter {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c := m.labels[ns]; c != nil {
+	labels := *m.labels.Load()
+	if c := labels[ns]; c != nil {
 		return c
 	}
-	label := ns
-	if len(m.labels) >= MaxNamespaceLabels {
-		label = "_other"
-		if c := m.labels[label]; c != nil {
+	if len(labels) >= MaxNamespaceLabels {
+		if c := m.other.Load(); c != nil {
 			return c
 		}
 	}
-	c := &[2]prometheus.Counter{
+	return m.addLabel(ns)
+}
+
+// addLabel adds ns to the labels, or returns "_other"'s counters if they are
+// all taken.
+func (m *Metrics) addLabel(ns string) *[2]prometheus.Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	labels := *m.labels.Load()
+	if c := labels[ns]; c != nil {
+		return c
+	}
+	if len(labels) >= MaxNamespaceLabels {
+		if c := m.other.Load(); c != nil {
+			return c
+		}
+		c := labels[otherLabel] // a namespace called "_other" shares its series
+		if c == nil {
+			c = m.counters(otherLabel)
+		}
+		m.other.Store(c)
+		return c
+	}
+	next := make(map[string]*[2]prometheus.Counter, len(labels)+1)
+	for k, v := range labels {
+		next[k] = v
+	}
+	c := m.counters(ns)
+	next[ns] = c
+	m.labels.Store(&next)
+	return c
+}
+
+// otherLabel is the namespace label of the namespaces beyond
+// MaxNamespaceLabels.
+const otherLabel = "_other"
+
+// counters returns the denied and passed counters of label.
+func (m *Metrics) counters(label string) *[2]prometheus.Counter {
+	return &[2]prometheus.Counter{
 		m.decisions.WithLabelValues(label, "denied"),
 		m.decisions.WithLabelValues(label, "passed"),
 	}
-	m.labels[label] = c
-	return c
 }
 
 // decision counts one rate-limit decision.

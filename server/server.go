@@ -147,6 +147,8 @@ type Server struct {
 	tracing tracing
 
 	namespaces *namespaces
+
+	authFail *authFailures
 }
 
 // New validates cfg and builds the server.
@@ -171,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 	_, _ = rand.Read(b[:])
 	s := &Server{cfg: cfg, keys: kr, mux: http.NewServeMux(), idBase: "req_" + hex.EncodeToString(b[:]), tracing: newTracing(cfg.TracerProvider)}
 	s.namespaces = newNamespaces(cfg.Catalog, cfg.MaxNamespaces, cfg.Logger)
+	s.authFail = newAuthFailures(cfg.Logger, cfg.Metrics)
 	s.route("/v2/ratelimit.limit", s.limit)
 	s.route("/v2/ratelimit.multiLimit", s.multiLimit)
 	s.route("/v2/ratelimit.setOverride", s.setOverride)
@@ -390,7 +393,7 @@ func (s *Server) mountService(path string, h http.Handler) {
 func (s *Server) route(path string, h apiHandler) {
 	endpoint := path[len("/v2/"):]
 	s.mux.Handle(path, s.wrap(endpoint, path, http.MethodPost, func(x *exchange, r *http.Request) {
-		ws, ok := s.authenticate(x, r)
+		ws, ok := s.authenticate(x, r, endpoint)
 		if !ok {
 			return
 		}
@@ -423,17 +426,21 @@ func (s *Server) route(path string, h apiHandler) {
 	}))
 }
 
-// authenticate returns the workspace of the request's root key, or answers
-// 401 and returns false.
-func (s *Server) authenticate(x *exchange, r *http.Request) (string, bool) {
+// authenticate returns the workspace of the request's root key, or counts
+// and logs the failure (without the token) and answers 401 and returns
+// false.
+func (s *Server) authenticate(x *exchange, r *http.Request, endpoint string) (string, bool) {
 	ws, missing, ok := s.keys.authenticate(r.Header.Get("Authorization"))
 	if ok {
 		return ws, true
 	}
 	e := newError(http.StatusUnauthorized, TypeUnauthorized, "The root key is not valid.")
+	reason := AuthUnknownKey
 	if missing {
 		e = newError(http.StatusUnauthorized, TypeMissingAuth, "Send a root key: \"Authorization: Bearer <root key>\".")
+		reason = AuthMissing
 	}
+	s.authFail.record(reason, endpoint, r.RemoteAddr, x.id)
 	x.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 	s.writeError(x, e)
 	return "", false
