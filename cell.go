@@ -49,6 +49,7 @@ const (
 	flagRefreshing                    // a freshness refresh is in flight
 	flagLocked                        // regional and speculative are changing together
 	flagDenialSeen                    // a denial of this cell was sent to, or received from, the global layer
+	flagTouched                       // used since the last eviction pass looked at it (CLOCK)
 )
 
 // setFlag sets f and reports whether this call set it.
@@ -58,6 +59,14 @@ func (c *cell) setFlag(f uint32) bool {
 
 func (c *cell) clearFlag(f uint32) {
 	c.flags.And(^f)
+}
+
+// busy reports whether evicting the cell at now would lose more than a
+// cached count: it is in strict mode, or holds increments not replayed yet,
+// or a batch's speculative increment.
+func (c *cell) busy(now int64) bool {
+	return c.strictUntil.Load() > now || c.pending.Load() != 0 || c.speculative.Load() != 0 ||
+		c.flags.Load()&flagDirty != 0
 }
 
 // lock takes the cell's lock, a bit of flags: it is held for a few atomic
@@ -160,15 +169,29 @@ func (c *cell) raiseStrict(until int64) {
 	}
 }
 
+// touch marks the cell as used, for the eviction pass. It writes only when
+// the mark is not set, so a hot cell costs one load.
+func (c *cell) touch() {
+	if c.flags.Load()&flagTouched == 0 {
+		c.flags.Or(flagTouched)
+	}
+}
+
 // cellTable is the flat concurrent map of all live cells, keyed by
 // (workspace, namespace, identifier, duration, sequence).
 type cellTable struct {
 	seed maphash.Seed
 	m    *hashtrie.Map[origin.Cell, cell]
+	// live counts the cells in m; when it passes max, full is signalled
+	// (without blocking) so that the janitor evicts at once.
+	live atomic.Int64
+	max  int64
+	full chan struct{}
 }
 
-func newCellTable() *cellTable {
-	t := &cellTable{seed: maphash.MakeSeed()}
+// newCellTable returns an empty table that asks for eviction past max cells.
+func newCellTable(max int64) *cellTable {
+	t := &cellTable{seed: maphash.MakeSeed(), max: max, full: make(chan struct{}, 1)}
 	t.m = hashtrie.New[origin.Cell, cell](func(c origin.Cell) uint64 {
 		return cellHash(t.keyHash(c.Key), c.Sequence)
 	})
@@ -210,8 +233,23 @@ func (t *cellTable) load(h uint64, c origin.Cell) *cell {
 // syncedAt of a new cell (non-zero when the limiter is its own origin, or
 // the cell's counts come from an origin read).
 func (t *cellTable) loadOrCreate(h uint64, c origin.Cell, synced int64) *cell {
-	v, _ := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
+	v, loaded := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
 		v.syncedAt.Store(synced)
 	})
+	if !loaded && t.live.Add(1) > t.max {
+		select {
+		case t.full <- struct{}{}:
+		default:
+		}
+	}
 	return v
+}
+
+// delete removes cell k if it is still c, and reports whether it did.
+func (t *cellTable) delete(k origin.Cell, c *cell) bool {
+	if !t.m.CompareAndDelete(cellHash(t.keyHash(k.Key), k.Sequence), k, c) {
+		return false
+	}
+	t.live.Add(-1)
+	return true
 }

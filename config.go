@@ -23,6 +23,7 @@ const (
 	DefaultReplayTimeout   = time.Second
 	DefaultJanitorInterval = 10 * time.Second
 	DefaultFlushTimeout    = 5 * time.Second
+	DefaultMaxCounters     = 5_000_000
 
 	DefaultGlobalInterval  = 5 * time.Second
 	DefaultGlobalTimeout   = 5 * time.Second
@@ -115,6 +116,15 @@ type Config struct {
 	// FlushTimeout bounds the final replay in Close. Default 5s.
 	FlushTimeout time.Duration
 
+	// MaxCounters caps the window cells held in memory (a counter holds one
+	// cell per active window, two across a rollover): past it, the least
+	// recently used cells are evicted at once, down to 90% of the cap,
+	// sparing cells in strict mode or with increments not replayed yet
+	// while others can go. An evicted counter is read again from the origin
+	// on its next decision (without an origin, it starts again from zero).
+	// Default 5,000,000 (about 1 GB of heap).
+	MaxCounters int
+
 	// Global is the store through which regions converge (global/mysql,
 	// global/memory, or your own). Nil means one region: no global layer.
 	// The limiter never calls it on the request path.
@@ -199,6 +209,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ReplayTimeout, DefaultReplayTimeout)
 	setDefault(&c.JanitorInterval, DefaultJanitorInterval)
 	setDefault(&c.FlushTimeout, DefaultFlushTimeout)
+	setDefault(&c.MaxCounters, DefaultMaxCounters)
 	setDefault(&c.GlobalInterval, DefaultGlobalInterval)
 	setDefault(&c.GlobalTimeout, DefaultGlobalTimeout)
 	setDefault(&c.DenialMinWindow, DefaultDenialMinWindow)
@@ -235,6 +246,7 @@ func (c Config) Validate() error {
 		{"ReplayTimeout", c.ReplayTimeout < 0},
 		{"JanitorInterval", c.JanitorInterval < 0},
 		{"FlushTimeout", c.FlushTimeout < 0},
+		{"MaxCounters", c.MaxCounters < 0},
 		{"GlobalInterval", c.GlobalInterval < 0},
 		{"GlobalTimeout", c.GlobalTimeout < 0},
 		{"DenialMinWindow", c.DenialMinWindow < 0},

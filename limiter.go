@@ -84,7 +84,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Limiter{cfg: cfg, nowMilli: nowMilli, origin: cfg.Origin, cells: newCellTable(), cancel: cancel}
+	l := &Limiter{cfg: cfg, nowMilli: nowMilli, origin: cfg.Origin, cells: newCellTable(int64(cfg.MaxCounters)), cancel: cancel}
 	if l.origin != nil {
 		l.replay = newReplayer(l)
 		l.wg.Go(func() { l.replay.run(ctx) })
@@ -217,9 +217,12 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 	curKey, prevKey := q.current(), q.previous()
 	if l.origin == nil {
 		// The limiter is its own origin: every cell is born in sync.
-		return l.cells.loadOrCreate(q.hash, curKey, 1), l.cells.load(q.hash, prevKey)
+		cur = l.cells.loadOrCreate(q.hash, curKey, 1)
+		cur.touch()
+		return cur, l.cells.load(q.hash, prevKey)
 	}
 	cur = l.cells.loadOrCreate(q.hash, curKey, 0)
+	cur.touch()
 	prev = l.cells.load(q.hash, prevKey)
 	switch synced := cur.syncedAt.Load(); {
 	case synced == 0:

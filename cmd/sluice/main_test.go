@@ -60,6 +60,7 @@ func TestServeValidate(t *testing.T) {
 		{"store mysql without dsn", func(c *serveCmd) { c.Store = "mysql" }, "--store mysql needs --mysql-dsn"},
 		{"store sqlite without data dir", func(c *serveCmd) { c.Store, c.DataDir, c.MySQLDSN = "sqlite", "", "root@/x" }, "--data-dir"},
 		{"mysql needs no data dir", func(c *serveCmd) { c.DataDir, c.MySQLDSN = "", "root@/x" }, ""},
+		{"negative max counters", func(c *serveCmd) { c.MaxCounters = -1 }, "--max-counters"},
 		{"zero global interval", func(c *serveCmd) { c.GlobalInterval = 0 }, "--global-interval"},
 		{"negative denial window", func(c *serveCmd) { c.DenialMinWindow = -time.Second }, "--denial-min-window"},
 		{"denial usage zero", func(c *serveCmd) { c.DenialMinUsage = 0 }, "--denial-min-usage"},

@@ -61,6 +61,7 @@ type serveCmd struct {
 	OTelEndpoint    string        `name:"otel-endpoint" placeholder:"URL" help:"OpenTelemetry collector (OTLP/HTTP) for traces, e.g. http://127.0.0.1:4318; /v1/traces is added when the URL has no path. Tracing is off unless this or OTEL_EXPORTER_OTLP_ENDPOINT is set."`
 	OTelSampleRatio float64       `name:"otel-sample-ratio" default:"1" help:"Share of new traces that are sampled, 0 to 1. A caller's sampled traceparent is always followed."`
 	MaxNamespaces   int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
+	MaxCounters     int           `name:"max-counters" default:"5000000" help:"Most window cells held in memory (about 200 bytes each; a counter holds one or two); past it the least recently used are evicted."`
 	GlobalFlags     `embed:""`
 }
 
@@ -86,6 +87,9 @@ func (c *serveCmd) Validate() error {
 	}
 	if _, err := c.rootKeys(); err != nil {
 		return err
+	}
+	if c.MaxCounters < 0 {
+		return errors.New("--max-counters must not be negative")
 	}
 	if c.MaxNamespaces < 0 {
 		return errors.New("--max-namespaces must not be negative")
@@ -182,7 +186,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: obs.metrics}
+	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: obs.metrics, MaxCounters: c.MaxCounters}
 	if limiterCfg.Origin, err = c.newOrigin(origin, log, obs, &cl); err != nil {
 		return err
 	}
