@@ -1,0 +1,62 @@
+package cluster
+
+import "time"
+
+// Kind names a peer RPC, for metrics labels.
+type Kind string
+
+// The peer RPCs.
+const (
+	KindLoad   Kind = "load"   // read both cells of a counter at its owner
+	KindApply  Kind = "apply"  // add a batch of coalesced deltas at their owner
+	KindDecide Kind = "decide" // a strict-mode decision at the owner
+	KindSeed   Kind = "seed"   // hand the new owner of moved cells the totals seen
+)
+
+// Outcome classifies how a peer RPC ended, for metrics labels.
+type Outcome string
+
+// The outcomes of a peer RPC.
+const (
+	OutcomeOK          Outcome = "ok"          // the owner answered
+	OutcomeError       Outcome = "error"       // the owner refused the call (bad request, authentication)
+	OutcomeTimeout     Outcome = "timeout"     // the deadline passed first
+	OutcomeUnavailable Outcome = "unavailable" // the connection failed, or the owner failed
+	OutcomeRejected    Outcome = "rejected"    // the peer's breaker is open: nothing was sent
+	OutcomeCanceled    Outcome = "canceled"    // the caller gave up
+)
+
+// Observer receives the cluster's telemetry; `sluice serve` adapts it to
+// Prometheus (sluice_cluster_*). Implementations must be safe for concurrent
+// use and must not block.
+type Observer interface {
+	// RPC reports one peer RPC this node sent.
+	RPC(kind Kind, outcome Outcome, elapsed time.Duration)
+	// Members reports the number of live members, this node included.
+	Members(n int)
+	// RingChanged reports one change of the ring and the number of cells
+	// this node handed to new owners because of it.
+	RingChanged(seeded int)
+	// BroadcastSent reports one exceed broadcast queued by this node.
+	BroadcastSent()
+	// BroadcastReceived reports one exceed broadcast received.
+	BroadcastReceived()
+}
+
+// NopObserver is an [Observer] that ignores everything.
+type NopObserver struct{}
+
+// RPC implements [Observer].
+func (NopObserver) RPC(Kind, Outcome, time.Duration) {}
+
+// Members implements [Observer].
+func (NopObserver) Members(int) {}
+
+// RingChanged implements [Observer].
+func (NopObserver) RingChanged(int) {}
+
+// BroadcastSent implements [Observer].
+func (NopObserver) BroadcastSent() {}
+
+// BroadcastReceived implements [Observer].
+func (NopObserver) BroadcastReceived() {}

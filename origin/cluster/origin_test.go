@@ -1,0 +1,376 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/memory"
+)
+
+// countingObserver counts RPCs by kind and outcome and broadcasts.
+type countingObserver struct {
+	NopObserver
+	mu        sync.Mutex
+	rpcs      map[string]int
+	sent, got atomic.Int64
+}
+
+func (c *countingObserver) RPC(kind Kind, out Outcome, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rpcs == nil {
+		c.rpcs = map[string]int{}
+	}
+	c.rpcs[string(kind)+"/"+string(out)]++
+}
+
+func (c *countingObserver) count(kind Kind, out Outcome) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rpcs[string(kind)+"/"+string(out)]
+}
+
+func (c *countingObserver) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.rpcs {
+		n += v
+	}
+	return n
+}
+
+func (c *countingObserver) BroadcastSent()     { c.sent.Add(1) }
+func (c *countingObserver) BroadcastReceived() { c.got.Add(1) }
+
+// recordingMerger records the highest merged total per cell.
+type recordingMerger struct {
+	mu    sync.Mutex
+	cells map[origin.Cell]int64
+}
+
+func (m *recordingMerger) MergeRemote(c origin.Cell, total int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cells == nil {
+		m.cells = map[origin.Cell]int64{}
+	}
+	m.cells[c] = max(m.cells[c], total)
+}
+
+func (m *recordingMerger) get(c origin.Cell) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cells[c]
+}
+
+// testNode is one Origin serving its peer RPC on an h2c httptest server.
+type testNode struct {
+	o      *Origin
+	srv    *httptest.Server
+	obs    *countingObserver
+	merger *recordingMerger
+	down   atomic.Bool // the RPC answers 503
+}
+
+// newTestCluster starts n nodes that know each other, and wires their
+// exceed broadcasts to each other directly (no gossip).
+func newTestCluster(t *testing.T, n int, secret string) []*testNode {
+	t.Helper()
+	nodes := make([]*testNode, n)
+	addrs := map[string]string{}
+	for i := range nodes {
+		obs := &countingObserver{}
+		o, err := New(Config{ID: fmt.Sprintf("node-%d", i), Secret: secret, Observer: obs, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, h := o.Handler()
+		nd := &testNode{o: o, obs: obs}
+		mux := http.NewServeMux()
+		mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if nd.down.Load() {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		srv := httptest.NewUnstartedServer(mux)
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetHTTP1(true)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+		srv.Start()
+		m := &recordingMerger{}
+		o.SetMerger(m)
+		nd.srv, nd.merger = srv, m
+		nodes[i] = nd
+		addrs[o.ID()] = srv.URL
+		t.Cleanup(func() { srv.Close(); o.Close() })
+	}
+	for _, nd := range nodes {
+		nd.o.SetPeers(addrs)
+		nd.o.setBroadcaster(func(e exceed) {
+			for _, other := range nodes {
+				if other != nd {
+					other.o.receive(e)
+				}
+			}
+		})
+	}
+	return nodes
+}
+
+func key(id string) origin.Key {
+	return origin.Key{Workspace: "ws", Namespace: "ns", Identifier: id, Duration: time.Minute}
+}
+
+// TestOriginMatchesOneStore runs random Load, Apply and Decide calls on
+// random nodes of a 3-node cluster and on one memory.Store: every answer
+// must be the same, whichever node the call went through.
+func TestOriginMatchesOneStore(t *testing.T) {
+	nodes := newTestCluster(t, 3, "secret")
+	ref := memory.New(nil)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 9))
+	const seq = 1000
+	for step := range 2000 {
+		nd := nodes[rng.IntN(len(nodes))].o
+		k := key(fmt.Sprintf("id-%d", rng.IntN(40)))
+		switch rng.IntN(3) {
+		case 0:
+			got, err1 := nd.Load(ctx, k, seq)
+			want, err2 := ref.Load(ctx, k, seq)
+			if err1 != nil || err2 != nil || got != want {
+				t.Fatalf("step %d: Load %v (%v), want %v (%v)", step, got, err1, want, err2)
+			}
+		case 1:
+			deltas := []origin.Delta{
+				{Cell: origin.Cell{Key: k, Sequence: seq}, Count: rng.Int64N(5) + 1},
+				{Cell: origin.Cell{Key: key(fmt.Sprintf("id-%d", rng.IntN(40))), Sequence: seq - 1}, Count: rng.Int64N(5) + 1},
+				{Cell: origin.Cell{Key: k, Sequence: seq}, Count: 1},
+			}
+			got, err1 := nd.Apply(ctx, deltas)
+			want, err2 := ref.Apply(ctx, deltas)
+			if err1 != nil || err2 != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: Apply %v (%v), want %v (%v)", step, got, err1, want, err2)
+			}
+		default:
+			c := origin.Check{Key: k, Seq: seq, Elapsed: rng.Int64N(60_000), Pending: rng.Int64N(3),
+				Asks: []origin.Ask{{Limit: 60, Cost: 1}, {Limit: 60, Cost: 3}}}
+			got, err1 := nd.Decide(ctx, c)
+			want, err2 := ref.Decide(ctx, c)
+			if err1 != nil || err2 != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: Decide %v (%v), want %v (%v)", step, got, err1, want, err2)
+			}
+		}
+	}
+}
+
+// TestOwnIdentitiesNeedNoRPC checks that calls for identities a node owns
+// never leave it, and calls for the others go to their owner.
+func TestOwnIdentitiesNeedNoRPC(t *testing.T) {
+	nodes := newTestCluster(t, 3, "secret")
+	nd := nodes[0]
+	ctx := context.Background()
+	var own, other origin.Key
+	for i := 0; own.Duration == 0 || other.Duration == 0; i++ {
+		k := key(fmt.Sprintf("u%d", i))
+		if nd.o.Ring().Owner(k) == nd.o.ID() {
+			own = k
+		} else {
+			other = k
+		}
+	}
+	for _, k := range []origin.Key{own, other} {
+		before := nd.obs.total()
+		if _, err := nd.o.Load(ctx, k, 5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nd.o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: 5}, Count: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nd.o.Decide(ctx, origin.Check{Key: k, Seq: 5, Asks: []origin.Ask{{Limit: 10, Cost: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		rpcs := nd.obs.total() - before
+		if want := map[bool]int{true: 0, false: 3}[k == own]; rpcs != want {
+			t.Errorf("owned %v: %d RPCs, want %d", k == own, rpcs, want)
+		}
+	}
+}
+
+// TestRPCAuthentication checks that the peer RPC answers only calls signed
+// with the cluster secret: not a bearer token, not another secret, not a
+// replayed signature on another body.
+func TestRPCAuthentication(t *testing.T) {
+	nodes := newTestCluster(t, 1, "right")
+	url := nodes[0].srv.URL + RPCPath + string(KindLoad)
+	body := `{"k":{"w":"ws","n":"ns","i":"x","d":60000},"s":3}`
+	now := time.Now().UnixMilli()
+	ts := fmt.Sprint(now)
+	good := ts + "." + fmt.Sprintf("%x", sign(rpcKey("right"), KindLoad, ts, []byte(body)))
+	old := fmt.Sprint(now - 2*maxSkew.Milliseconds())
+	for _, tc := range []struct {
+		name, header, body string
+		want               int
+	}{
+		{"signed", good, body, http.StatusOK},
+		{"no signature", "", body, http.StatusUnauthorized},
+		{"other secret", ts + "." + fmt.Sprintf("%x", sign(rpcKey("wrong"), KindLoad, ts, []byte(body))), body, http.StatusUnauthorized},
+		{"other body", good, strings.Replace(body, `"x"`, `"y"`, 1), http.StatusUnauthorized},
+		{"stale", old + "." + fmt.Sprintf("%x", sign(rpcKey("right"), KindLoad, old, []byte(body))), body, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer root-key")
+			if tc.header != "" {
+				req.Header.Set(authHeader, tc.header)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("status %d, want %d", res.StatusCode, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnreachableOwner checks that an owner that is down fails calls fast
+// (breaker), that Apply parks its deltas and delivers the others', and that
+// the parked deltas reach the owner once it is back.
+func TestUnreachableOwner(t *testing.T) {
+	nodes := newTestCluster(t, 2, "s")
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	var mine, theirs origin.Key
+	for i := 0; mine.Duration == 0 || theirs.Duration == 0; i++ {
+		k := key(fmt.Sprintf("u%d", i))
+		if a.o.Ring().Owner(k) == a.o.ID() {
+			mine = k
+		} else {
+			theirs = k
+		}
+	}
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	b.down.Store(true)
+
+	if _, err := a.o.Load(ctx, theirs, seq); !errors.Is(err, origin.ErrUnavailable) {
+		t.Fatalf("Load at a down owner: %v, want ErrUnavailable", err)
+	}
+	deltas := []origin.Delta{{Cell: origin.Cell{Key: mine, Sequence: seq}, Count: 2}, {Cell: origin.Cell{Key: theirs, Sequence: seq}, Count: 3}}
+	totals, err := a.o.Apply(ctx, deltas)
+	if err != nil || totals[0] != 2 || totals[1] != 0 {
+		t.Fatalf("Apply with one owner down: %v %v, want [2 0] <nil>", totals, err)
+	}
+	if _, err := a.o.Apply(ctx, deltas[1:]); !errors.Is(err, origin.ErrUnavailable) {
+		t.Fatalf("Apply with every owner down: %v, want ErrUnavailable", err)
+	}
+	for range 3 {
+		_, _ = a.o.Decide(ctx, origin.Check{Key: theirs, Seq: seq, Asks: []origin.Ask{{Limit: 1, Cost: 1}}})
+	}
+	start := time.Now()
+	if _, err := a.o.Load(ctx, theirs, seq); !errors.Is(err, origin.ErrUnavailable) || a.obs.count(KindLoad, OutcomeRejected) == 0 {
+		t.Fatalf("breaker did not open: %v, %v", err, a.obs.rpcs)
+	}
+	if el := time.Since(start); el > 10*time.Millisecond {
+		t.Errorf("a call with the breaker open took %v", el)
+	}
+
+	b.down.Store(false)
+	time.Sleep(1100 * time.Millisecond) // the breaker's open timeout
+	if _, err := a.o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: mine, Sequence: seq}, Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.o.Load(ctx, theirs, seq)
+	if err != nil || got.Current != 3 {
+		t.Errorf("owner's count after recovery: %v %v, want 3 (the parked delta, once)", got, err)
+	}
+}
+
+// TestBroadcastOnExceed checks that an owner that denies a request merges
+// the counter's totals into every node, once per new total.
+func TestBroadcastOnExceed(t *testing.T) {
+	nodes := newTestCluster(t, 3, "s")
+	ctx := context.Background()
+	k := key("hot")
+	caller := nodes[0]
+	for _, nd := range nodes {
+		if nd.o.Ring().Owner(k) != nd.o.ID() {
+			caller = nd
+		}
+	}
+	c := origin.Check{Key: k, Seq: 9, Asks: []origin.Ask{{Limit: 5, Cost: 3}, {Limit: 5, Cost: 3}}}
+	v, err := caller.o.Decide(ctx, c)
+	if err != nil || v.Admitted[0] != true || v.Admitted[1] != false {
+		t.Fatalf("Decide: %+v %v", v, err)
+	}
+	for i, nd := range nodes {
+		if got := nd.merger.get(origin.Cell{Key: k, Sequence: 9}); got != 3 {
+			t.Errorf("node %d merged %d, want 3", i, got)
+		}
+	}
+	var sent int64
+	for _, nd := range nodes {
+		sent += nd.obs.sent.Load()
+	}
+	_, _ = caller.o.Decide(ctx, c) // denies both at the same total: no new broadcast
+	var again int64
+	for _, nd := range nodes {
+		again += nd.obs.sent.Load()
+	}
+	if sent != 1 || again != 1 {
+		t.Errorf("broadcasts: %d then %d, want 1 and 1", sent, again)
+	}
+}
+
+// TestRehomeSeedsNewOwner checks that when a member dies, the survivors
+// seed the new owners of its cells with the totals they saw.
+func TestRehomeSeedsNewOwner(t *testing.T) {
+	nodes := newTestCluster(t, 3, "s")
+	ctx := context.Background()
+	dead := nodes[2]
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	var moved []origin.Key
+	for i := 0; len(moved) < 20; i++ {
+		k := key(fmt.Sprintf("u%d", i))
+		if nodes[0].o.Ring().Owner(k) == dead.o.ID() {
+			moved = append(moved, k)
+		}
+	}
+	for i, k := range moved {
+		if _, err := nodes[i%2].o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: seq}, Count: int64(10 + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead.srv.Close()
+	alive := map[string]string{nodes[0].o.ID(): nodes[0].srv.URL, nodes[1].o.ID(): nodes[1].srv.URL}
+	for _, nd := range nodes[:2] {
+		nd.o.SetPeers(alive)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for i, k := range moved {
+		for {
+			got, err := nodes[0].o.Load(ctx, k, seq)
+			if err == nil && got.Current == int64(10+i) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("identity %d at its new owner: %v %v, want %d", i, got, err, 10+i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
