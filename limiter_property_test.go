@@ -65,6 +65,10 @@ func advance(t *rapid.T, now time.Time) time.Time {
 // TestMatchesReferenceModel drives the engine (embedded default) and the
 // independent model with the same random workload and compares every field
 // of every response.
+//
+// The files under testdata/rapid/TestMatchesReferenceModel are workloads
+// that once failed; rapid replays every one of them before its random cases
+// (they pass: run with -v to see nothing is ignored).
 func TestMatchesReferenceModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		l, err := sluice.New(sluice.Config{})
