@@ -222,7 +222,9 @@ func (o *Origin) verify(kind Kind, header string, body []byte) error {
 
 // dispatch runs one authenticated call on this node's store.
 func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply any, status int, err error) {
-	bad := func(err error) (any, int, error) { return nil, http.StatusBadRequest, fmt.Errorf("cluster: %s: %w", kind, err) }
+	bad := func(err error) (any, int, error) {
+		return nil, http.StatusBadRequest, fmt.Errorf("cluster: %s: %w", kind, err)
+	}
 	switch kind {
 	case KindLoad:
 		var req loadRequest
