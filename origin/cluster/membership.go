@@ -383,7 +383,7 @@ func (d delegate) GetBroadcasts(overhead, limit int) [][]byte {
 	return d.m.queue.GetBroadcasts(overhead, limit)
 }
 
-func (d delegate) LocalState(bool) []byte           { return nil }
+func (d delegate) LocalState(bool) []byte            { return nil }
 func (d delegate) MergeRemoteState(_ []byte, _ bool) {}
 
 // events is memberlist's EventDelegate.
