@@ -9,6 +9,7 @@
 #
 #   scripts/flood.sh [rounds] [seconds]          # default 3 rounds of 8 s
 #   SLUICE_BIN=/tmp/sluice scripts/flood.sh     # a prebuilt binary
+#   SCRIPT=tools/wrk/limit.lua scripts/flood.sh  # another wrk script
 #
 # Needs wrk, redis-server, redis-cli and curl; Linux only.
 set -euo pipefail
@@ -17,6 +18,7 @@ rounds=${1:-3}
 secs=${2:-8}
 conns=${CONNS:-32}
 redis_port=${REDIS_PORT:-16390}
+script=${SCRIPT:-scripts/wrk/flood.lua}
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 pids=()
@@ -58,7 +60,7 @@ commands() {
 run() {
 	local out reqs rps p99
 	[[ $1 == redis ]] && commands >"$tmp/before"
-	out=$(wrk -t1 -c"$conns" -d"${secs}s" --latency -s scripts/wrk/flood.lua "http://127.0.0.1:$2")
+	out=$(wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$script" "http://127.0.0.1:$2")
 	reqs=$(awk '/requests in/ {print $1}' <<<"$out")
 	rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
 	p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
@@ -76,7 +78,7 @@ run() {
 	echo "$1 $rps" >>"$tmp/results"
 }
 
-echo "flood: $rounds rounds of ${secs}s, wrk -t1 -c$conns, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "flood: $script, $rounds rounds of ${secs}s, wrk -t1 -c$conns, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(date -u '+%Y-%m-%d %H:%M UTC')"
 for _ in $(seq "$rounds"); do
 	run embedded 17080
 	run redis 17081
