@@ -112,7 +112,7 @@ func TestStartupRefusals(t *testing.T) {
 		{"malformed env root keys", []string{"SLUICE_ROOT_KEYS=a:b,broken"}, []string{"serve", "--http-addr", "127.0.0.1:0"}, "root key"},
 		{"bad redis url", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--redis-url", "http://x"}, "--redis-url"},
 		{"origin redis without url", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "redis"}, "needs --redis-url"},
-		{"cluster origin", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "cluster", "--data-dir", t.TempDir()}, "not available in this build"},
+		{"cluster origin on a public address without a secret", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "cluster", "--cluster-addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--cluster-secret"},
 		{"unknown log format", nil, []string{"serve", "--log-format", "xml"}, "log-format"},
 		{"rls config missing", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--rls-config", "/nonexistent/rls.yaml"}, "--rls-config"},
 		{"rls config invalid", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--rls-config", writeFile(t, "bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")}, "bad.yaml"},

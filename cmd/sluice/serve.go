@@ -45,13 +45,14 @@ var errNotAvailable = errors.New("not available in this build")
 
 // serveCmd holds the flags of `sluice serve`. Defaults are in the tags.
 type serveCmd struct {
-	HTTPAddr        string        `name:"http-addr" default:"127.0.0.1:7070" help:"Address of the HTTP API (HTTP/1.1 and h2c). Port 0 picks a free port (logged)."`
+	HTTPAddr        string        `name:"http-addr" default:"127.0.0.1:7070" help:"Address of the HTTP API (HTTP/1.1 and h2c; with --tls-cert, TLS with HTTP/1.1 and HTTP/2). Port 0 picks a free port (logged)."`
 	Region          string        `default:"local" help:"Name of this node's region."`
 	Origin          string        `enum:"memory,redis,cluster," default:"" help:"Regional origin: memory, redis or cluster (default: redis when --redis-url is set, else memory)."`
 	RedisURL        string        `name:"redis-url" help:"Redis URL (redis:// or rediss://) of the regional origin."`
 	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): turns on the global layer (regions converge through it) and stores namespaces and overrides there."`
 	Store           string        `enum:"sqlite,redis,mysql," default:"" help:"Store of namespaces and overrides: sqlite (per node, in --data-dir), redis (--redis-url) or mysql (--mysql-dsn). Default: mysql when --mysql-dsn is set, else redis when --redis-url is set, else sqlite."`
-	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None: any bearer token is workspace 'default', loopback only."`
+	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None (and no --root-key-sha256): any bearer token is workspace 'default', loopback only."`
+	RootKeySHA256   []string      `name:"root-key-sha256" env:"SLUICE_ROOT_KEY_SHA256S" sep:"," placeholder:"HEX:WORKSPACE" help:"SHA-256 of a root key (64 hex digits, printed by 'sluice hash-key') and its workspace: the configuration need not hold the key. Repeatable; SLUICE_ROOT_KEY_SHA256S is comma-separated."`
 	DataDir         string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
 	RLSConfig       string        `name:"rls-config" placeholder:"PATH" help:"File or folder of envoyproxy/ratelimit YAML: serves Envoy RLS (gRPC, h2c) on --http-addr. SIGHUP reloads it."`
 	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" help:"Log format: text or json."`
@@ -63,6 +64,8 @@ type serveCmd struct {
 	MaxNamespaces   int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
 	MaxCounters     int           `name:"max-counters" default:"5000000" help:"Most window cells held in memory (about 200 bytes each; a counter holds one or two); past it the least recently used are evicted."`
 	GlobalFlags     `embed:""`
+	TLSFlags        `embed:""`
+	AdminFlags      `embed:""`
 }
 
 // Validate checks the flags that kong's tags cannot.
@@ -71,6 +74,12 @@ func (c *serveCmd) Validate() error {
 		return fmt.Errorf("--http-addr %q: %w", c.HTTPAddr, err)
 	}
 	if err := c.GlobalFlags.validate(); err != nil {
+		return err
+	}
+	if err := c.TLSFlags.validate(); err != nil {
+		return err
+	}
+	if err := c.AdminFlags.validate(); err != nil {
 		return err
 	}
 	if c.Region == "" {
@@ -131,6 +140,16 @@ func (c *serveCmd) rootKeys() ([]server.RootKey, error) {
 		}
 		keys = append(keys, k)
 	}
+	for _, s := range c.RootKeySHA256 {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		k, err := server.ParseHashedRootKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("--root-key-sha256: %w", err)
+		}
+		keys = append(keys, k)
+	}
 	return keys, nil
 }
 
@@ -182,6 +201,18 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ready, err := c.startAdmin(ctx, obs.reg, log, &cl)
+	if err != nil {
+		return err
+	}
+	var hup hangup
+	var certs *tlsCertificates
+	if c.TLSFlags.enabled() {
+		if certs, err = newTLSCertificates(c.TLSFlags, log, obs.reg); err != nil {
+			return err
+		}
+		hup.add(certs.reload)
+	}
 	catalog, err := c.newCatalog(ctx, log, obs.metrics, &cl)
 	if err != nil {
 		return err
@@ -190,6 +221,9 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if limiterCfg.Origin, err = c.newOrigin(origin, log, obs, &cl); err != nil {
 		return err
 	}
+	if ping := c.originPing(origin); ping != nil {
+		ready.probe(ctx, "origin", ping, log)
+	}
 	if err := c.newGlobal(ctx, &limiterCfg, log, obs.reg, &cl); err != nil {
 		return err
 	}
@@ -197,7 +231,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, err := c.newAPI(ctx, limiter, catalog, keys, log, obs, &cl)
+	api, err := c.newAPI(limiter, catalog, keys, log, obs, &hup, &cl)
 	if err != nil {
 		return err
 	}
@@ -206,9 +240,15 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
 	srv := newHTTPServer(api.Handler(), log)
+	serve := srv.Serve
+	if certs != nil {
+		serve = certs.serveTLS(srv)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeKind(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
+	go func() { serveErr <- serve(ln) }()
+	hup.listen(ctx, &cl)
+	ready.listen()
+	log.Info("listening", "addr", ln.Addr().String(), "tls", certs != nil, "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeKind(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
 
 	select {
 	case err := <-serveErr:
@@ -254,9 +294,12 @@ func (c *serveCmd) checkRootKeys(log *slog.Logger) ([]server.RootKey, error) {
 	}
 	if len(keys) == 0 {
 		if !isLoopback(c.HTTPAddr) {
-			return nil, fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key KEY:WORKSPACE (or SLUICE_ROOT_KEYS) to listen there", c.HTTPAddr)
+			return nil, fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key-sha256 HEX:WORKSPACE or --root-key KEY:WORKSPACE (or SLUICE_ROOT_KEY_SHA256S, SLUICE_ROOT_KEYS) to listen there", c.HTTPAddr)
 		}
 		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
+	}
+	if !isLoopback(c.HTTPAddr) && !c.TLSFlags.enabled() {
+		log.Warn("TLS is off on a non-loopback address: root keys travel in the clear unless a TLS-terminating proxy or mesh is in front; set --tls-cert and --tls-key to serve TLS", "addr", c.HTTPAddr)
 	}
 	return keys, nil
 }
@@ -375,15 +418,16 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 }
 
 // newAPI builds the HTTP API and, with --rls-config, the Envoy RLS service
-// with its SIGHUP reloader. Its Close, which waits for the namespace
-// creations in flight, runs before the limiter and the catalog close.
-func (c *serveCmd) newAPI(ctx context.Context, limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, cl *cleanup) (*server.Server, error) {
+// with its SIGHUP reload. Its Close, which waits for the namespace
+// creations in flight, runs before the limiter and the catalog close. The
+// metrics are served by the admin listener, not by the API.
+func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
 	rlsService, services, err := c.newRLS(limiter, log, obs.rls)
 	if err != nil {
 		return nil, err
 	}
 	if rlsService != nil {
-		cl.add(c.reloadOnHangup(ctx, rlsService, log, obs.rls))
+		hup.add(c.reloadRLS(rlsService, log, obs.rls))
 	}
 	api, err := server.New(server.Config{
 		Limiter:       limiter,
@@ -391,7 +435,6 @@ func (c *serveCmd) newAPI(ctx context.Context, limiter *sluice.Limiter, catalog 
 		RootKeys:      keys,
 		Logger:        log,
 		Metrics:       obs.metrics,
-		Gatherer:      obs.reg,
 		Services:      services,
 		MaxNamespaces: c.MaxNamespaces,
 

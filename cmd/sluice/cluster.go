@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/cluster"
+	"github.com/sluicehq/sluice/origin/redis"
+)
+
+// ClusterFlags are the flags of the cluster origin (--origin cluster),
+// embedded in serveCmd.
+type ClusterFlags struct {
+	ClusterAddr      string   `name:"cluster-addr" default:"127.0.0.1:7946" help:"Gossip address of the cluster origin (TCP and UDP)."`
+	ClusterAdvertise string   `name:"cluster-advertise" placeholder:"HOST:PORT" help:"Gossip address the other nodes use, when --cluster-addr is not reachable by them."`
+	ClusterJoin      []string `name:"cluster-join" sep:"," placeholder:"HOST:PORT,..." help:"Nodes to join (comma-separated). A DNS name stands for all its A/AAAA records and is resolved again every 30s (a headless Service works). Without it and with --redis-url, nodes find each other through Redis."`
+	ClusterSecret    string   `name:"cluster-secret" help:"Cluster secret: encrypts the gossip and authenticates the peer RPC. Required unless every address is loopback."`
+	ClusterPreset    string   `name:"cluster-preset" enum:"lan,wan" default:"lan" help:"Failure detection and gossip timing: lan or wan."`
+
+	origin *cluster.Origin // set by newClusterOrigin
+}
+
+// validate checks the cluster flags of a node that serves HTTP on httpAddr.
+func (f *ClusterFlags) validate(httpAddr string) error {
+	addrs := []string{httpAddr, f.ClusterAddr}
+	if _, _, err := net.SplitHostPort(f.ClusterAddr); err != nil {
+		return fmt.Errorf("--cluster-addr %q: %w", f.ClusterAddr, err)
+	}
+	if f.ClusterAdvertise != "" {
+		if _, _, err := net.SplitHostPort(f.ClusterAdvertise); err != nil {
+			return fmt.Errorf("--cluster-advertise %q: %w", f.ClusterAdvertise, err)
+		}
+		addrs = append(addrs, f.ClusterAdvertise)
+	}
+	for _, s := range f.ClusterJoin {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("--cluster-join %q: want host:port: %w", s, err)
+		}
+		addrs = append(addrs, s)
+	}
+	if f.ClusterSecret == "" {
+		for _, a := range addrs {
+			if !isLoopback(a) {
+				return fmt.Errorf("--origin cluster: %s is not a loopback address: set --cluster-secret (or SLUICE_CLUSTER_SECRET) to encrypt the gossip and authenticate the peer RPC", a)
+			}
+		}
+	}
+	return nil
+}
+
+// name is this node's member name: its gossip address as the others see
+// it, stable across restarts so that a node that comes back takes its
+// identities back.
+func (f *ClusterFlags) name() string {
+	if f.ClusterAdvertise != "" {
+		return f.ClusterAdvertise
+	}
+	return f.ClusterAddr
+}
+
+// newClusterOrigin creates the cluster origin, alone on its ring until
+// joinCluster; its metrics are sluice_cluster_*.
+func (c *serveCmd) newClusterOrigin(log *slog.Logger, reg prometheus.Registerer, cl *cleanup) (origin.Origin, error) {
+	o, err := cluster.New(cluster.Config{
+		ID:       c.name(),
+		Secret:   c.ClusterSecret,
+		Logger:   log,
+		Observer: newClusterMetrics(reg),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() { _ = o.Close() })
+	c.ClusterFlags.origin = o
+	return o, nil
+}
+
+// clusterServices adds the peer RPC of the cluster origin to services.
+func (c *serveCmd) clusterServices(services map[string]http.Handler) map[string]http.Handler {
+	if c.ClusterFlags.origin == nil {
+		return services
+	}
+	if services == nil {
+		services = map[string]http.Handler{}
+	}
+	path, h := c.ClusterFlags.origin.Handler()
+	services[path] = h
+	return services
+}
+
+// joinCluster, once the HTTP port (and so the peer RPC) listens on
+// httpAddr, routes exceed broadcasts to the limiter and joins the cluster:
+// through --cluster-join, else through the Redis registry with
+// --redis-url, else it waits to be joined. Leaving is registered in cl.
+func (c *serveCmd) joinCluster(httpAddr string, limiter *sluice.Limiter, log *slog.Logger, cl *cleanup) error {
+	o := c.ClusterFlags.origin
+	if o == nil {
+		return nil
+	}
+	o.SetMerger(limiter)
+	rpc, err := c.rpcURL(httpAddr)
+	if err != nil {
+		return err
+	}
+	var discover cluster.Discover
+	switch {
+	case len(c.ClusterJoin) > 0:
+		discover = cluster.SeedsDiscover(c.ClusterJoin, nil)
+	case c.RedisURL != "":
+		client, err := redis.NewClient(c.RedisURL)
+		if err != nil {
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+		cl.add(func() { _ = client.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		reg, err := cluster.NewRegistry(ctx, client, c.Region, c.name(), c.name(), log)
+		if err != nil {
+			return err
+		}
+		cl.add(func() { _ = reg.Close() })
+		discover = reg.Discover
+		log.Info("cluster: discovering nodes through the Redis registry", "key", cluster.RegistryKey(c.Region))
+	default:
+		log.Warn("cluster: no --cluster-join and no --redis-url: this node waits for others to join it")
+	}
+	ms, err := cluster.Join(cluster.MembershipConfig{
+		Origin:        o,
+		BindAddr:      c.ClusterAddr,
+		AdvertiseAddr: c.ClusterAdvertise,
+		RPCAddr:       rpc,
+		Secret:        c.ClusterSecret,
+		Preset:        c.ClusterPreset,
+		Discover:      discover,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	cl.add(func() {
+		if err := ms.Close(); err != nil {
+			log.Warn("cluster: leaving", "err", err)
+		}
+	})
+	return nil
+}
+
+// rpcURL is the base URL of this node's peer RPC: the HTTP listener's
+// address, with the gossip host in place of an unspecified one.
+func (c *serveCmd) rpcURL(httpAddr string) (string, error) {
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		gh, _, _ := net.SplitHostPort(c.name())
+		if ip := net.ParseIP(gh); gh == "" || (ip != nil && ip.IsUnspecified()) {
+			return "", errors.New("--origin cluster: --http-addr and the gossip address are both unspecified: set --cluster-advertise to a reachable host:port")
+		}
+		host = gh
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// clusterMetrics are the cluster origin's Prometheus metrics; they
+// implement its [cluster.Observer].
+type clusterMetrics struct {
+	members     prometheus.Gauge
+	ringChanges prometheus.Counter
+	seeded      prometheus.Counter
+	rpcs        *prometheus.CounterVec
+	rpcSeconds  *prometheus.HistogramVec
+	sent, recv  prometheus.Counter
+}
+
+func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
+	m := &clusterMetrics{
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_cluster_members", Help: "Live members of the cluster, this node included.",
+		}),
+		ringChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_cluster_ring_changes_total", Help: "Changes of the ring's members seen by this node.",
+		}),
+		seeded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_cluster_cells_seeded_total", Help: "Cells this node handed to their new owner after a ring change.",
+		}),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_cluster_rpcs_total", Help: "Peer RPCs sent by this node, by kind (load, apply, decide, seed) and outcome.",
+		}, []string{"kind", "outcome"}),
+		rpcSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_cluster_rpc_duration_seconds", Help: "Duration of the peer RPCs sent by this node, by kind.",
+			Buckets: prometheus.ExponentialBuckets(.0001, 4, 8),
+		}, []string{"kind"}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_cluster_broadcasts_sent_total", Help: "Exceed broadcasts this node sent as an owner.",
+		}),
+		recv: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_cluster_broadcasts_received_total", Help: "Exceed broadcasts this node received.",
+		}),
+	}
+	reg.MustRegister(m.members, m.ringChanges, m.seeded, m.rpcs, m.rpcSeconds, m.sent, m.recv)
+	return m
+}
+
+var _ cluster.Observer = (*clusterMetrics)(nil)
+
+// RPC implements [cluster.Observer].
+func (m *clusterMetrics) RPC(kind cluster.Kind, out cluster.Outcome, elapsed time.Duration) {
+	m.rpcs.WithLabelValues(string(kind), string(out)).Inc()
+	m.rpcSeconds.WithLabelValues(string(kind)).Observe(elapsed.Seconds())
+}
+
+// Members implements [cluster.Observer].
+func (m *clusterMetrics) Members(n int) { m.members.Set(float64(n)) }
+
+// RingChanged implements [cluster.Observer].
+func (m *clusterMetrics) RingChanged(seeded int) {
+	m.ringChanges.Inc()
+	m.seeded.Add(float64(seeded))
+}
+
+// BroadcastSent implements [cluster.Observer].
+func (m *clusterMetrics) BroadcastSent() { m.sent.Inc() }
+
+// BroadcastReceived implements [cluster.Observer].
+func (m *clusterMetrics) BroadcastReceived() { m.recv.Inc() }
