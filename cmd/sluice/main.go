@@ -1,6 +1,7 @@
 // Command sluice is the Sluice rate limiter's executable.
 //
 //	sluice serve     run the HTTP API (Unkey v2 compatible)
+//	sluice hash-key  print the SHA-256 of a root key read from standard input
 //	sluice version   print the version
 //
 // Every flag can also be set with an environment variable SLUICE_<FLAG>
@@ -27,6 +28,7 @@ var version = "dev"
 type cli struct {
 	Config  kong.ConfigFlag `help:"YAML file of flag values (keys are flag names, e.g. http-addr)." type:"existingfile" env:"SLUICE_CONFIG"`
 	Serve   serveCmd        `cmd:"" help:"Run the HTTP API server."`
+	HashKey hashKeyCmd      `cmd:"" name:"hash-key" help:"Print the SHA-256 of a root key read from standard input, for --root-key-sha256."`
 	Version versionCmd      `cmd:"" help:"Print the version and exit."`
 }
 
@@ -42,11 +44,11 @@ func (versionCmd) Run(out io.Writer) error {
 }
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run parses args and runs the chosen command; it returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var c cli
 	exit := -1
 	parser, err := kong.New(&c,
@@ -58,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exit = code; panic(exitPanic{}) }),
 		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.BindTo(stdin, (*io.Reader)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),
 	)
 	if err != nil {

@@ -157,7 +157,7 @@ func TestRunVersionAndUsage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := run(context.Background(), tc.args, &out, &errOut)
+			code := run(context.Background(), tc.args, strings.NewReader(""), &out, &errOut)
 			if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.out) {
 				t.Fatalf("code %d, output %q %q", code, out.String(), errOut.String())
 			}

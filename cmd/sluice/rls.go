@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sluicehq/sluice/server/rls"
 )
@@ -32,34 +28,16 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMet
 	return svc, map[string]http.Handler{path: h}, nil
 }
 
-// reloadOnHangup reloads --rls-config into svc on every SIGHUP until ctx
-// ends; a file that fails to load is logged and the rules in force stay. The
-// returned function stops the reloader and waits for it; it is idempotent.
-func (c *serveCmd) reloadOnHangup(ctx context.Context, svc *rls.Service, log *slog.Logger, metrics *rlsMetrics) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				rules, err := rls.Load(c.RLSConfig)
-				metrics.reloaded(err)
-				if err != nil {
-					log.Error("envoy rls: reload failed; keeping the rules in force", "config", c.RLSConfig, "err", err)
-					continue
-				}
-				svc.SetRuleset(rules)
-			}
-		}
-	}()
+// reloadRLS returns the reload of --rls-config into svc that SIGHUP runs: a
+// file that fails to load is logged and the rules in force stay.
+func (c *serveCmd) reloadRLS(svc *rls.Service, log *slog.Logger, metrics *rlsMetrics) func() {
 	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
+		rules, err := rls.Load(c.RLSConfig)
+		metrics.reloaded(err)
+		if err != nil {
+			log.Error("envoy rls: reload failed; keeping the rules in force", "config", c.RLSConfig, "err", err)
+			return
+		}
+		svc.SetRuleset(rules)
 	}
 }
