@@ -64,6 +64,7 @@ type serveCmd struct {
 	MaxNamespaces   int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
 	MaxCounters     int           `name:"max-counters" default:"5000000" help:"Most window cells held in memory (about 200 bytes each; a counter holds one or two); past it the least recently used are evicted."`
 	GlobalFlags     `embed:""`
+	ClusterFlags    `embed:""`
 	TLSFlags        `embed:""`
 	AdminFlags      `embed:""`
 }
@@ -239,6 +240,10 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
+	if err := c.joinCluster(ln.Addr().String(), limiter, log, &cl); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	srv := newHTTPServer(api.Handler(), log)
 	serve := srv.Serve
 	if certs != nil {
@@ -309,7 +314,7 @@ func (c *serveCmd) checkRootKeys(log *slog.Logger) ([]server.RootKey, error) {
 func (c *serveCmd) originKind() (string, error) {
 	switch {
 	case c.Origin == "cluster":
-		return "", fmt.Errorf("--origin cluster: the cluster origin is %w", errNotAvailable)
+		return "cluster", c.ClusterFlags.validate(c.HTTPAddr)
 	case c.Origin != "":
 		return c.Origin, nil
 	case c.RedisURL != "":
@@ -386,6 +391,9 @@ func (c *serveCmd) newCatalog(ctx context.Context, log *slog.Logger, metrics *se
 // newOrigin connects the regional origin of kind; it returns nil for the
 // limiter's embedded memory origin.
 func (c *serveCmd) newOrigin(kind string, log *slog.Logger, obs observability, cl *cleanup) (origin.Origin, error) {
+	if kind == "cluster" {
+		return c.newClusterOrigin(log, obs.reg, cl)
+	}
 	if kind != "redis" {
 		return nil, nil
 	}
@@ -435,7 +443,7 @@ func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []
 		RootKeys:      keys,
 		Logger:        log,
 		Metrics:       obs.metrics,
-		Services:      services,
+		Services:      c.clusterServices(services),
 		MaxNamespaces: c.MaxNamespaces,
 
 		TracerProvider: obs.tracer,
