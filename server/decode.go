@@ -201,6 +201,23 @@ func (d *decoder) next(o *object) (int, bool) {
 	return 0, false
 }
 
+// members reads the object o: it calls member with the index of every known
+// member seen for the first time, with the scanner on its value, then
+// reports the required members that o lacks.
+func (d *decoder) members(o *object, member func(i int)) {
+	if !d.open(o) {
+		return
+	}
+	for {
+		i, ok := d.next(o)
+		if !ok {
+			break
+		}
+		member(i)
+	}
+	d.close(o)
+}
+
 // close reports the required members that o lacks.
 func (d *decoder) close(o *object) {
 	if d.failed() {
@@ -344,14 +361,7 @@ var limitNames = []string{"namespace", "identifier", "limit", "duration", "cost"
 func (d *decoder) limit(index int) limitInput {
 	in := limitInput{Cost: 1}
 	o := object{loc: "body", index: index, names: limitNames, required: 1<<limitNamespace | 1<<limitIdentifier | 1<<limitLimit | 1<<limitDuration}
-	if !d.open(&o) {
-		return in
-	}
-	for {
-		i, ok := d.next(&o)
-		if !ok {
-			break
-		}
+	d.members(&o, func(i int) {
 		switch i {
 		case limitNamespace:
 			d.name(&o, i, &in.Namespace)
@@ -364,8 +374,7 @@ func (d *decoder) limit(index int) limitInput {
 		case limitCost:
 			d.integer(&o, i, 0, MaxSafeInteger, &in.Cost)
 		}
-	}
-	d.close(&o)
+	})
 	return in
 }
 
@@ -438,25 +447,18 @@ func decodeSetOverride(data []byte) (overrideInput, errs) {
 	var in overrideInput
 	d := newDecoder(data)
 	o := object{loc: "body", index: -1, names: overrideNames, required: 0b1111}
-	if d.open(&o) {
-		for {
-			i, ok := d.next(&o)
-			if !ok {
-				break
-			}
-			switch i {
-			case overrideNamespace:
-				d.name(&o, i, &in.Namespace)
-			case overrideIdentifier:
-				d.name(&o, i, &in.Identifier)
-			case overrideLimit:
-				d.integer(&o, i, 0, MaxSafeInteger, &in.Limit)
-			case overrideDuration:
-				d.integer(&o, i, MinDurationMS, MaxDurationMS, &in.Duration)
-			}
+	d.members(&o, func(i int) {
+		switch i {
+		case overrideNamespace:
+			d.name(&o, i, &in.Namespace)
+		case overrideIdentifier:
+			d.name(&o, i, &in.Identifier)
+		case overrideLimit:
+			d.integer(&o, i, 0, MaxSafeInteger, &in.Limit)
+		case overrideDuration:
+			d.integer(&o, i, MinDurationMS, MaxDurationMS, &in.Duration)
 		}
-		d.close(&o)
-	}
+	})
 	d.finish()
 	return in, d.result()
 }
@@ -466,21 +468,14 @@ func decodeOverrideRef(data []byte) (overrideRef, errs) {
 	var in overrideRef
 	d := newDecoder(data)
 	o := object{loc: "body", index: -1, names: overrideNames[:2], required: 0b11}
-	if d.open(&o) {
-		for {
-			i, ok := d.next(&o)
-			if !ok {
-				break
-			}
-			switch i {
-			case overrideNamespace:
-				d.name(&o, i, &in.Namespace)
-			case overrideIdentifier:
-				d.name(&o, i, &in.Identifier)
-			}
+	d.members(&o, func(i int) {
+		switch i {
+		case overrideNamespace:
+			d.name(&o, i, &in.Namespace)
+		case overrideIdentifier:
+			d.name(&o, i, &in.Identifier)
 		}
-		d.close(&o)
-	}
+	})
 	d.finish()
 	return in, d.result()
 }
@@ -500,23 +495,16 @@ func decodeList(data []byte) (listInput, errs) {
 	var limit int64 = DefaultListLimit
 	d := newDecoder(data)
 	o := object{loc: "body", index: -1, names: listNames, required: 1 << listNamespace}
-	if d.open(&o) {
-		for {
-			i, ok := d.next(&o)
-			if !ok {
-				break
-			}
-			switch i {
-			case listNamespace:
-				d.name(&o, i, &in.Namespace)
-			case listCursor:
-				d.cursor(&o, i, &in.After)
-			case listLimit:
-				d.integer(&o, i, 1, MaxListLimit, &limit)
-			}
+	d.members(&o, func(i int) {
+		switch i {
+		case listNamespace:
+			d.name(&o, i, &in.Namespace)
+		case listCursor:
+			d.cursor(&o, i, &in.After)
+		case listLimit:
+			d.integer(&o, i, 1, MaxListLimit, &limit)
 		}
-		d.close(&o)
-	}
+	})
 	d.finish()
 	in.Limit = int(limit)
 	return in, d.result()
