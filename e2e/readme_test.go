@@ -46,7 +46,7 @@ func readmeBlocks(t *testing.T, readme string) []readmeBlock {
 // readmeSkipped are the README's blocks that cannot run offline here, by
 // their first line, with the reason.
 var readmeSkipped = map[string]string{
-	"make test": "runs the whole suite, of which this test is part, and needs Redis and MariaDB",
+	"make test":                           "runs the whole suite, of which this test is part, and needs Redis and MariaDB",
 	`import { Unkey } from "@unkey/api";`: "needs the npm packages; e2e/TestNodeClient makes the same calls through them",
 }
 
@@ -100,7 +100,7 @@ func runReadmeServer(t *testing.T, root, command string) string {
 	ln.Close()
 	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = root
-	cmd.Env = append(cleanEnv(), "SLUICE_HTTP_ADDR="+addr, "SLUICE_DATA_DIR="+t.TempDir())
+	cmd.Env = append(cleanEnv(), "SLUICE_HTTP_ADDR="+addr, "SLUICE_ADMIN_ADDR=127.0.0.1:0", "SLUICE_DATA_DIR="+t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // go run starts the server as a child
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
