@@ -58,12 +58,15 @@ func TestMaxCountersBoundsMemory(t *testing.T) {
 // untouched cells, some of them in strict mode or with increments not
 // replayed: while others can go, those stay.
 func TestEvictionSparesStrictAndPendingCells(t *testing.T) {
-	l, err := New(Config{MaxCounters: 100, JanitorInterval: time.Hour})
+	now := int64(1_700_000_000_000)
+	// The janitor, woken past the cap, evicts at the same instant as the
+	// test does.
+	clock := func() time.Time { return time.UnixMilli(now) }
+	l, err := New(Config{MaxCounters: 100, JanitorInterval: time.Hour, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	now := int64(1_700_000_000_000)
 	var strict, pending []*cell
 	for i := range 200 {
 		r := Request{Namespace: "n", Identifier: strconv.Itoa(i), Limit: 10, Duration: time.Hour, Time: time.UnixMilli(now)}

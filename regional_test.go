@@ -147,9 +147,11 @@ func TestRestartedNodeStillDenies(t *testing.T) {
 // increment reaches Redis without a restart.
 //
 // Replay is at-least-once: a call that timed out or lost its reply may have
-// been applied by Redis and is sent again, so after such faults Redis may
-// hold more than was accepted (never less). Where calls fail cleanly (Redis
-// unreachable) the totals are exact.
+// been applied by Redis and is sent again, so after a fault Redis may hold
+// more than was accepted, never less. Even "Redis down" is not exact: a
+// replay in flight at the instant the connections drop may have run in Redis
+// and lost its reply (seen under load: one cell's coalesced delta, 19
+// increments, counted twice).
 func TestRegionFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection against a real Redis")
@@ -159,16 +161,13 @@ func TestRegionFaults(t *testing.T) {
 		name string
 		// fault starts the fault and returns the function that ends it.
 		fault func(p *testenv.Proxy, s *testenv.RedisServer) (end func())
-		// exact: calls fail cleanly, so Redis must hold exactly what was
-		// accepted; otherwise at least that.
-		exact bool
 		// lostOnRestart: Redis itself lost the counts it held.
 		lostOnRestart bool
 	}{
-		{"latency 1s", func(p *testenv.Proxy, _ *testenv.RedisServer) func() { return p.Latency(time.Second) }, false, false},
-		{"redis down", func(p *testenv.Proxy, _ *testenv.RedisServer) func() { p.Down(); return p.Up }, true, false},
-		{"connection reset", func(p *testenv.Proxy, _ *testenv.RedisServer) func() { return p.ResetPeer() }, false, false},
-		{"redis restart", func(_ *testenv.Proxy, s *testenv.RedisServer) func() { s.Stop(); return s.Start }, false, true},
+		{"latency 1s", func(p *testenv.Proxy, _ *testenv.RedisServer) func() { return p.Latency(time.Second) }, false},
+		{"redis down", func(p *testenv.Proxy, _ *testenv.RedisServer) func() { p.Down(); return p.Up }, false},
+		{"connection reset", func(p *testenv.Proxy, _ *testenv.RedisServer) func() { return p.ResetPeer() }, false},
+		{"redis restart", func(_ *testenv.Proxy, s *testenv.RedisServer) func() { s.Stop(); return s.Start }, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,7 +232,7 @@ func TestRegionFaults(t *testing.T) {
 				key := redis.CellKey(origin.Cell{Key: origin.Key{Namespace: "faults", Identifier: id, Duration: time.Hour}, Sequence: seq})
 				for {
 					got, err := client.Get(ctx, key).Int64()
-					if err == nil && (got == want || !tc.exact && got > want) {
+					if err == nil && got >= want {
 						if got > want {
 							t.Logf("%s: Redis holds %d for %d accepted increments (replayed twice after a lost reply)", id, got, want)
 						}
