@@ -1,0 +1,459 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/cluster"
+)
+
+// clusterNode is one `sluice serve --origin cluster` process.
+type clusterNode struct {
+	*node
+	gossip string // its gossip address, also its member name
+}
+
+// gossipPorts returns n ports free for TCP and UDP on 127.0.0.1.
+func gossipPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for len(ports) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		if !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+	}
+	return ports
+}
+
+// startCluster starts n nodes on loopback, each told to join all the
+// others, and waits until every one sees n members.
+func startCluster(t *testing.T, n int, ws string) []*clusterNode {
+	t.Helper()
+	ports := gossipPorts(t, n)
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	nodes := make([]*clusterNode, n)
+	for i := range nodes {
+		nodes[i] = startClusterNode(t, addrs[i], addrs, ws)
+	}
+	waitMembers(t, nodes, n, 20*time.Second)
+	return nodes
+}
+
+func startClusterNode(t *testing.T, gossip string, seeds []string, ws string) *clusterNode {
+	t.Helper()
+	var others []string
+	for _, s := range seeds {
+		if s != gossip {
+			others = append(others, s)
+		}
+	}
+	args := []string{"--origin", "cluster", "--cluster-addr", gossip, "--cluster-join", strings.Join(others, ","),
+		"--root-key", "rk:" + ws, "--admin-addr", "127.0.0.1:0"}
+	return &clusterNode{node: start(t, nil, args...), gossip: gossip}
+}
+
+// waitMembers waits until every node's sluice_cluster_members is want.
+func waitMembers(t *testing.T, nodes []*clusterNode, want int, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ok := true
+		for _, n := range nodes {
+			if metricValue(t, n, "sluice_cluster_members", nil) != float64(want) {
+				ok = false
+			}
+		}
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			for _, n := range nodes {
+				t.Logf("node %s members %v", n.gossip, metricValue(t, n, "sluice_cluster_members", nil))
+			}
+			t.Fatalf("the cluster did not converge on %d members within %v", want, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var adminLine = regexp.MustCompile(`"msg":"admin listening"[^}]*"addr":"([^"]+)"`)
+
+// metricsText returns the node's Prometheus metrics, from its admin
+// listener (or the API port where the build serves them there).
+func metricsText(t *testing.T, n *clusterNode) string {
+	t.Helper()
+	url := n.URL + "/metrics"
+	if m := adminLine.FindStringSubmatch(n.logs()); m != nil {
+		url = "http://" + m[1] + "/metrics"
+	}
+	res, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, res.StatusCode, b)
+	}
+	return string(b)
+}
+
+// metricValue sums the samples of name whose labels include every one of
+// labels (name="value" pairs).
+func metricValue(t *testing.T, n *clusterNode, name string, labels []string) float64 {
+	t.Helper()
+	var sum float64
+	for _, line := range strings.Split(metricsText(t, n), "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// loadResult is what a load run measured.
+type loadResult struct {
+	results  []sent
+	failures []string
+	late     time.Duration
+}
+
+// clusterLoad sends each of ids identifiers 10 × limit requests per window
+// d, evenly spaced from begin for run, each to a node that pick returns for
+// the request's due time (nil: none, the request is skipped).
+func clusterLoad(nodes func(due time.Time) []*clusterNode, ws string, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+	const workers = 48
+	type job struct {
+		id  int
+		n   *clusterNode
+		due time.Time
+	}
+	gap := d / time.Duration(10*limit)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var schedule []job
+	for id := range ids {
+		phase := time.Duration(rng.Int64N(int64(gap)))
+		for at := phase; at < run; at += gap {
+			due := begin.Add(at)
+			live := nodes(due)
+			schedule = append(schedule, job{id: id, n: live[rng.IntN(len(live))], due: due})
+		}
+	}
+	slices.SortFunc(schedule, func(a, b job) int { return a.due.Compare(b.due) })
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	defer hc.CloseIdleConnections()
+	var (
+		mu   sync.Mutex
+		out  loadResult
+		pool sync.WaitGroup
+	)
+	jobs := make(chan job, 1024)
+	for range workers {
+		pool.Go(func() {
+			for j := range jobs {
+				lag := time.Since(j.due)
+				body := `{"namespace":"cluster","identifier":"user-` + strconv.Itoa(j.id) +
+					`","limit":` + strconv.Itoa(limit) + `,"duration":` + strconv.FormatInt(d.Milliseconds(), 10) + `}`
+				req, _ := http.NewRequest(http.MethodPost, j.n.URL+"/v2/ratelimit.limit", bytes.NewReader([]byte(body)))
+				req.Header.Set("Authorization", "Bearer rk")
+				req.Header.Set("Content-Type", "application/json")
+				before := time.Now()
+				res, err := hc.Do(req)
+				var dec struct {
+					Data struct {
+						Success bool `json:"success"`
+					} `json:"data"`
+				}
+				if err == nil {
+					raw, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d: %s", res.StatusCode, raw)
+					} else {
+						err = json.Unmarshal(raw, &dec)
+					}
+				}
+				after := time.Now()
+				mu.Lock()
+				out.late = max(out.late, lag)
+				if err != nil {
+					out.failures = append(out.failures, j.n.gossip+": "+err.Error())
+				} else {
+					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: dec.Data.Success})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, j := range schedule {
+		time.Sleep(time.Until(j.due))
+		jobs <- j
+	}
+	close(jobs)
+	pool.Wait()
+	slices.SortStableFunc(out.results, func(a, b sent) int { return int(a.at - b.at) })
+	return out
+}
+
+// compare runs the reference model on the merged stream and returns the
+// admissions of the nodes and of the model per cell from begin.
+func compare(results []sent, limit int, d time.Duration, begin time.Time, cells int) (engine, model []int) {
+	engine, model = make([]int, cells), make([]int, cells)
+	ref := newSlidingModel(int64(limit), d)
+	ms := d.Milliseconds()
+	for _, r := range results {
+		c := min(cells-1, max(0, int((r.at-begin.UnixMilli())/ms)))
+		if r.success {
+			engine[c]++
+		}
+		if ref.admit(strconv.Itoa(r.id), r.at) {
+			model[c]++
+		}
+	}
+	return engine, model
+}
+
+func sum(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// nextCell returns the first cell boundary of d at least 500 ms away.
+func nextCell(d time.Duration) time.Time {
+	ms := d.Milliseconds()
+	return time.UnixMilli((time.Now().Add(500*time.Millisecond).UnixMilli()/ms + 1) * ms)
+}
+
+// TestClusterAccuracy is the acceptance run of the cluster origin: 3 and 5
+// `sluice serve` processes on loopback with no shared store, 20
+// identifiers at 10× their limit for three windows, each request sent to a
+// random node. The total admitted must be within ±2% (3 nodes) or ±5% (5
+// nodes) of the single-node reference model on the merged stream.
+func TestClusterAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("15 s of load per cluster size")
+	}
+	for _, tc := range []struct {
+		nodes     int
+		tolerance float64
+	}{{3, 0.02}, {5, 0.05}} {
+		t.Run(strconv.Itoa(tc.nodes), func(t *testing.T) {
+			const (
+				ids     = 20
+				limit   = 50
+				d       = 5 * time.Second
+				windows = 3
+			)
+			ws := fmt.Sprintf("e2e-cluster-%d", time.Now().UnixNano())
+			nodes := startCluster(t, tc.nodes, ws)
+			begin := nextCell(d)
+			out := clusterLoad(func(time.Time) []*clusterNode { return nodes }, ws, ids, limit, d, begin, windows*d)
+			if len(out.failures) > 0 {
+				t.Fatalf("%d requests failed; first: %s", len(out.failures), out.failures[0])
+			}
+			engine, model := compare(out.results, limit, d, begin, windows)
+			dev := float64(sum(engine)-sum(model)) / float64(sum(model))
+			var rpcs []string
+			for _, n := range nodes {
+				rpcs = append(rpcs, fmt.Sprintf("%.0f", metricValue(t, n, "sluice_cluster_rpcs_total", nil)))
+			}
+			t.Logf("%d nodes, %d requests (latest %v behind schedule): admitted %d, reference model %d (%+.2f%%); per window (nodes %v, model %v); RPCs per node %v; load average %s",
+				tc.nodes, len(out.results), out.late.Round(time.Millisecond), sum(engine), sum(model), 100*dev, engine, model, rpcs, loadavg())
+			if dev > tc.tolerance || dev < -tc.tolerance {
+				t.Errorf("admitted %d, reference %d: %+.2f%%, beyond ±%.0f%%", sum(engine), sum(model), 100*dev, 100*tc.tolerance)
+			}
+		})
+	}
+}
+
+// TestClusterBroadcastOnExceed checks that once an identity's owner has
+// seen it at its limit, every node denies it with no peer RPC, even a node
+// that never served it.
+func TestClusterBroadcastOnExceed(t *testing.T) {
+	ws := fmt.Sprintf("e2e-bcast-%d", time.Now().UnixNano())
+	nodes := startCluster(t, 3, ws)
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.gossip
+	}
+	ring := cluster.NewRing(names...)
+	const limit = 10
+	d := time.Minute
+	id := "burst"
+	owner := slices.Index(names, ring.Owner(origin.Key{Workspace: ws, Namespace: "bcast", Identifier: id, Duration: d}))
+	caller, third := nodes[(owner+1)%3], nodes[(owner+2)%3]
+
+	admitted := 0
+	for range limit + 5 {
+		if caller.limit("rk", "bcast", id, limit, d.Milliseconds(), 1).Success {
+			admitted++
+		}
+	}
+	if admitted != limit {
+		t.Fatalf("admitted %d of %d, want %d", admitted, limit+5, limit)
+	}
+	sentBy := metricValue(t, nodes[owner], "sluice_cluster_broadcasts_sent_total", nil)
+	if sentBy == 0 {
+		t.Fatal("the owner sent no exceed broadcast")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for metricValue(t, third, "sluice_cluster_broadcasts_received_total", nil) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the third node received no broadcast within 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, n := range []*clusterNode{third, caller} {
+		before := metricValue(t, n, "sluice_cluster_rpcs_total", []string{`kind="load"`}) + metricValue(t, n, "sluice_cluster_rpcs_total", []string{`kind="decide"`})
+		for i := range 20 {
+			if r := n.limit("rk", "bcast", id, limit, d.Milliseconds(), 1); r.Success {
+				t.Fatalf("node %s admitted request %d after the exceed", n.gossip, i)
+			}
+		}
+		after := metricValue(t, n, "sluice_cluster_rpcs_total", []string{`kind="load"`}) + metricValue(t, n, "sluice_cluster_rpcs_total", []string{`kind="decide"`})
+		if after != before {
+			t.Errorf("node %s sent %v load/decide RPCs for 20 denied requests, want 0", n.gossip, after-before)
+		}
+	}
+}
+
+// TestClusterKillNode SIGKILLs one of three nodes under load: the
+// survivors answer every request, agree on two members within the failure
+// detection time, and admit what the reference model admits again within a
+// window after that.
+func TestClusterKillNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("25 s of load")
+	}
+	const (
+		ids   = 10
+		limit = 50
+		d     = 5 * time.Second
+		cells = 5
+	)
+	ws := fmt.Sprintf("e2e-kill-%d", time.Now().UnixNano())
+	nodes := startCluster(t, 3, ws)
+	begin := nextCell(d)
+	killAt := begin.Add(d + d/2)
+	victim, survivors := nodes[2], nodes[:2]
+	go func() {
+		time.Sleep(time.Until(killAt))
+		_ = victim.cmd.Process.Kill()
+	}()
+	var converged time.Duration
+	convergedDone := make(chan struct{})
+	go func() {
+		defer close(convergedDone)
+		time.Sleep(time.Until(killAt))
+		start := time.Now()
+		for time.Since(start) < 20*time.Second {
+			ok := true
+			for _, n := range survivors {
+				if v, err := scrapeMembers(n); err != nil || v != 2 {
+					ok = false
+				}
+			}
+			if ok {
+				converged = time.Since(start)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	out := clusterLoad(func(due time.Time) []*clusterNode {
+		if due.Before(killAt.Add(-100 * time.Millisecond)) {
+			return nodes
+		}
+		return survivors
+	}, ws, ids, limit, d, begin, cells*d)
+	<-convergedDone
+	var onSurvivors []string
+	for _, f := range out.failures {
+		if !strings.HasPrefix(f, victim.gossip) {
+			onSurvivors = append(onSurvivors, f)
+		}
+	}
+	if len(onSurvivors) > 0 {
+		t.Errorf("%d requests to the survivors failed; first: %s", len(onSurvivors), onSurvivors[0])
+	}
+	engine, model := compare(out.results, limit, d, begin, cells)
+	t.Logf("killed %s at %v into the load; survivors agreed on 2 members after %v; admitted per window (nodes %v, model %v); load average %s",
+		victim.gossip, killAt.Sub(begin), converged.Round(100*time.Millisecond), engine, model, loadavg())
+	if converged == 0 {
+		t.Fatal("the survivors did not agree on 2 members within 20s")
+	}
+	// The first whole window after the survivors agreed.
+	recovered := int((killAt.Add(converged).Sub(begin) + d - 1) / d)
+	if recovered >= cells {
+		t.Fatalf("no whole window left after convergence (window %d)", recovered)
+	}
+	for c := recovered; c < cells; c++ {
+		if dev := float64(engine[c]-model[c]) / float64(model[c]); dev > 0.05 || dev < -0.05 {
+			t.Errorf("window %d (after convergence): admitted %d, model %d (%+.1f%%), beyond ±5%%", c, engine[c], model[c], 100*dev)
+		}
+	}
+}
+
+// scrapeMembers reads sluice_cluster_members without failing the test (it
+// runs on a goroutine).
+func scrapeMembers(n *clusterNode) (float64, error) {
+	url := n.URL + "/metrics"
+	if m := adminLine.FindStringSubmatch(n.logs()); m != nil {
+		url = "http://" + m[1] + "/metrics"
+	}
+	res, err := client.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "sluice_cluster_members ") {
+			return strconv.ParseFloat(strings.TrimPrefix(line, "sluice_cluster_members "), 64)
+		}
+	}
+	return 0, fmt.Errorf("no sluice_cluster_members")
+}
