@@ -23,15 +23,6 @@ import (
 // and strict-mode decisions at the origin. Hence a request the local view
 // denies would be denied by the region too (docs/consistency.md).
 
-// committed returns c's committed regional count: regional minus the
-// speculative increments of batches in flight, read together under the
-// cell's lock.
-func committed(c *cell) int64 {
-	c.lock()
-	defer c.unlock()
-	return c.regional.Load() - c.speculative.Load()
-}
-
 // invariantNodes starts n limiters on one shared origin, closed when t ends.
 func invariantNodes(t interface{ Fatal(...any) }, n int, store origin.Origin, cfg Config) []*Limiter {
 	nodes := make([]*Limiter, n)
@@ -138,7 +129,7 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 					if c == nil {
 						continue
 					}
-					if local := committed(c); local > total {
+					if local := c.committed(); local > total {
 						t.Fatalf("step %d (%s): node %d holds %d committed on %v/%d, the region admitted %d",
 							step, did, i, local, cell.Key.Identifier, cell.Sequence, total)
 					}
@@ -192,7 +183,7 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 				if c == nil {
 					continue
 				}
-				local := committed(c)
+				local := c.committed()
 				bound := inFlight.Load() + admitted.Load()
 				if local > bound {
 					violations.Add(1)

@@ -95,13 +95,15 @@ func TestHangingOriginInStrictMode(t *testing.T) {
 	ctx := context.Background()
 	r := sluice.Request{Workspace: uniqueWorkspace(t), Namespace: "hang", Identifier: "user",
 		Limit: lowLimit, Duration: time.Minute, Cost: 1}
-	for i := range lowLimit {
-		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
-			t.Fatalf("request %d under the limit: %+v, %v", i, res, err)
-		}
+	// One unit, then a request for the whole limit: denied locally, it puts
+	// the counter in strict mode.
+	if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+		t.Fatalf("first unit: %+v, %v", res, err)
 	}
-	if res, err := l.Ratelimit(ctx, r); err != nil || res.Success {
-		t.Fatalf("request over the limit: %+v, %v; want a denial (strict mode)", res, err)
+	whole := r
+	whole.Cost = lowLimit
+	if res, err := l.Ratelimit(ctx, whole); err != nil || res.Success {
+		t.Fatalf("a request over the limit: %+v, %v; want a denial (strict mode)", res, err)
 	}
 	// The limit is not part of the counter's identity: with a higher limit
 	// the local view admits, and the counter is in strict mode for a minute.
