@@ -193,7 +193,7 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 	t.Logf("admitted per window (nodes, model): %v; load average %s", perWindow[:windows], loadavg())
 	calls := map[string]float64{}
 	for _, n := range nodes {
-		originCalls(t, hc, n.URL, calls)
+		originCalls(t, hc, n.Admin, calls)
 	}
 	t.Logf("origin calls of the three nodes: %v (%.4f synchronous calls per request)", calls,
 		(calls["hydrate"]+calls["strict"]+calls["refresh"])/float64(len(results)))

@@ -327,7 +327,7 @@ func TestLivenessAndMetrics(t *testing.T) {
 	}
 	n.limit("k", "metered", "u", 1, window, 1)
 	n.limit("k", "metered", "u", 1, window, 1)
-	m := n.do("GET", "/metrics", "", "", nil)
+	m := n.metrics()
 	for _, want := range []string{
 		`sluice_ratelimit_decisions_total{namespace="metered",outcome="passed"} 1`,
 		`sluice_ratelimit_decisions_total{namespace="metered",outcome="denied"} 1`,
@@ -335,7 +335,7 @@ func TestLivenessAndMetrics(t *testing.T) {
 		`sluice_http_requests_in_flight`,
 		`sluice_store_up 1`,
 	} {
-		if !strings.Contains(m.Raw, want) {
+		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}

@@ -45,24 +45,29 @@ func TestMain(m *testing.M) {
 
 // node is one running sluice process.
 type node struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	URL  string
-	done chan struct{}
-	err  error // Wait's result, valid after done
+	t     *testing.T
+	cmd   *exec.Cmd
+	URL   string       // the API: https:// when started with --tls-cert
+	Admin string       // the admin listener, http://…; "" when it is off
+	HTTP  *http.Client // the client of do; default client (set it for TLS)
+	done  chan struct{}
+	err   error // Wait's result, valid after done
 
 	mu  sync.Mutex
 	log bytes.Buffer
 }
 
-// start runs `sluice serve` on a free loopback port with a fresh data dir
-// (unless args set one) and waits until it listens. The process gets
-// SIGTERM at cleanup.
+// start runs `sluice serve` on a free loopback port, with its admin
+// listener on another, and a fresh data dir (unless args set them) and
+// waits until it listens. The process gets SIGTERM at cleanup.
 func start(t *testing.T, env []string, args ...string) *node {
 	t.Helper()
 	full := []string{"serve", "--http-addr", "127.0.0.1:0", "--log-format", "json"}
 	if !hasFlag(args, "--data-dir") {
 		full = append(full, "--data-dir", t.TempDir())
+	}
+	if !hasFlag(args, "--admin-addr") {
+		full = append(full, "--admin-addr", "127.0.0.1:0")
 	}
 	full = append(full, args...)
 	n := &node{t: t, cmd: exec.Command(binary, full...), done: make(chan struct{})}
@@ -75,6 +80,7 @@ func start(t *testing.T, env []string, args ...string) *node {
 		t.Fatal(err)
 	}
 	addr := make(chan string, 1)
+	var admin string // set before addr is sent
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -84,8 +90,13 @@ func start(t *testing.T, env []string, args ...string) *node {
 			n.log.WriteString(line + "\n")
 			n.mu.Unlock()
 			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				addr <- rec.Addr
+			if json.Unmarshal([]byte(line), &rec) == nil {
+				switch rec.Msg {
+				case "admin listening":
+					admin = "http://" + rec.Addr
+				case "listening":
+					addr <- rec.Addr
+				}
 			}
 		}
 	}()
@@ -93,7 +104,10 @@ func start(t *testing.T, env []string, args ...string) *node {
 	t.Cleanup(func() { n.stop(10 * time.Second) })
 	select {
 	case a := <-addr:
-		n.URL = "http://" + a
+		n.URL, n.Admin = "http://"+a, admin
+		if hasFlag(args, "--tls-cert") {
+			n.URL = "https://" + a
+		}
 	case <-n.done:
 		t.Fatalf("sluice exited before listening (%v):\n%s", n.err, n.logs())
 	case <-time.After(30 * time.Second):
@@ -203,7 +217,11 @@ func (n *node) do(method, path, key, contentType string, body io.Reader) resp {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	res, err := client.Do(req)
+	c := n.HTTP
+	if c == nil {
+		c = client
+	}
+	res, err := c.Do(req)
 	if err != nil {
 		n.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -244,4 +262,32 @@ func (n *node) limit(key, ns, id string, limit, duration, cost int64) limitData 
 	var d limitData
 	n.call(key, "limit", map[string]any{"namespace": ns, "identifier": id, "limit": limit, "duration": duration, "cost": cost}).data(n.t, &d)
 	return d
+}
+
+// admin GETs path on n's admin listener and returns the status and body.
+func (n *node) admin(path string) (int, string) {
+	n.t.Helper()
+	if n.Admin == "" {
+		n.t.Fatal("the admin listener is off")
+	}
+	res, err := client.Get(n.Admin + path)
+	if err != nil {
+		n.t.Fatalf("GET %s on the admin listener: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		n.t.Fatalf("GET %s on the admin listener: %v", path, err)
+	}
+	return res.StatusCode, string(b)
+}
+
+// metrics returns n's Prometheus metrics, from the admin listener.
+func (n *node) metrics() string {
+	n.t.Helper()
+	code, body := n.admin("/metrics")
+	if code != http.StatusOK {
+		n.t.Fatalf("GET /metrics on the admin listener: %d %s", code, body)
+	}
+	return body
 }

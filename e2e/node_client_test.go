@@ -12,7 +12,9 @@ import (
 // TestNodeClient runs clients/node/check.mjs, which drives the server
 // through the published @unkey/api and @unkey/ratelimit packages (versions
 // pinned in clients/node/package-lock.json): limit, cost, overrides,
-// pagination, multiLimit, and the SDK's parsing of 400/401/404 bodies.
+// pagination, multiLimit, and the SDK's parsing of 400/401/404 bodies; over
+// plaintext and over TLS (Node trusting the test's CA through
+// NODE_EXTRA_CA_CERTS).
 func TestNodeClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -35,14 +37,27 @@ func TestNodeClient(t *testing.T) {
 			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 		}
 	}
-	n := start(t, nil, "--root-key", "node-sdk-key:acme")
-	script := exec.CommandContext(ctx, node, "check.mjs")
-	script.Dir = dir
-	script.Env = append(cleanEnv(), "SLUICE_URL="+n.URL, "SLUICE_KEY=node-sdk-key")
-	out, err := script.CombinedOutput()
-	t.Logf("check.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the Unkey SDKs failed against sluice: %v\nserver log:\n%s", err, n.logs())
+	for _, tc := range []struct {
+		name string
+		pki  *pki
+	}{
+		{"plaintext", nil},
+		{"tls", newPKI(t)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, tc.pki, nil, "--root-key", "node-sdk-key:acme")
+			script := exec.CommandContext(ctx, node, "check.mjs")
+			script.Dir = dir
+			script.Env = append(cleanEnv(), "SLUICE_URL="+n.URL, "SLUICE_KEY=node-sdk-key")
+			if tc.pki != nil {
+				script.Env = append(script.Env, "NODE_EXTRA_CA_CERTS="+tc.pki.caFile)
+			}
+			out, err := script.CombinedOutput()
+			t.Logf("check.mjs against %s:\n%s", n.URL, out)
+			if err != nil {
+				t.Fatalf("the Unkey SDKs failed against sluice: %v\nserver log:\n%s", err, n.logs())
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"os"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
@@ -28,11 +30,15 @@ descriptors:
       unlimited: true
 `
 
-// rlsClient dials n's --http-addr with the real grpc-go client (h2c, as
-// Envoy does).
-func rlsClient(t *testing.T, n *node) rlsv3.RateLimitServiceClient {
+// rlsClient dials n's --http-addr with the real grpc-go client, as Envoy
+// does: h2c, or TLS with tlsCfg when it is not nil.
+func rlsClient(t *testing.T, n *node, tlsCfg *tls.Config) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(strings.TrimPrefix(n.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
+	}
+	conn, err := grpc.NewClient(n.hostPort(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +58,22 @@ func shouldRateLimit(t *testing.T, c rlsv3.RateLimitServiceClient, domain string
 }
 
 // TestEnvoyRLS serves Envoy RLS from the real binary on the HTTP API's port
-// and calls it with grpc-go: decisions, invalid input, metrics, and a reload
-// on SIGHUP (a broken file keeps the rules in force).
+// and calls it with grpc-go, over h2c and over TLS: decisions, invalid
+// input, metrics, and a reload on SIGHUP (a broken file keeps the rules in
+// force; over TLS the same signals reload the certificate too).
 func TestEnvoyRLS(t *testing.T) {
+	t.Run("h2c", func(t *testing.T) { testEnvoyRLS(t, nil) })
+	t.Run("tls", func(t *testing.T) { testEnvoyRLS(t, newPKI(t)) })
+}
+
+func testEnvoyRLS(t *testing.T, p *pki) {
 	rules := writeFile(t, "rls.yaml", rlsRules)
-	n := start(t, nil, "--rls-config", rules)
-	c := rlsClient(t, n)
+	n := startNode(t, p, nil, "--rls-config", rules)
+	var tlsCfg *tls.Config
+	if p != nil {
+		tlsCfg = p.clientConfig()
+	}
+	c := rlsClient(t, n, tlsCfg)
 
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 		res, err := shouldRateLimit(t, c, "edge", "remote_address", "10.0.0.1")
@@ -90,7 +106,7 @@ func TestEnvoyRLS(t *testing.T) {
 	if r := n.do("GET", "/v2/liveness", "", "", nil); r.Code != 200 {
 		t.Fatalf("the HTTP API on the same port: %d", r.Code)
 	}
-	metrics := n.do("GET", "/metrics", "", "", nil).Raw
+	metrics := n.metrics()
 	for _, want := range []string{
 		`sluice_rls_requests_total{domain="edge",outcome="over_limit"} 1`,
 		`sluice_rls_requests_total{domain="",outcome="ok"} 1`,
@@ -118,6 +134,9 @@ func TestEnvoyRLS(t *testing.T) {
 	if err != nil || res.GetOverallCode() != rlsv3.RateLimitResponse_OK || res.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() != 100 {
 		t.Fatalf("after reload: %v, %v; want OK under the new limit of 100", res, err)
 	}
+	if m := n.metrics(); p != nil && !strings.Contains(m, `sluice_tls_reloads_total{result="ok"} 2`) {
+		t.Errorf("the two SIGHUPs did not both reload the certificate: %s", grepLines(m, "sluice_tls_reloads_total"))
+	}
 }
 
 // hangup sends SIGHUP to n and waits until its metrics show want.
@@ -127,7 +146,7 @@ func hangup(t *testing.T, n *node, want string) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(n.do("GET", "/metrics", "", "", nil).Raw, want) {
+	for !strings.Contains(n.metrics(), want) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s after SIGHUP:\n%s", want, n.logs())
 		}

@@ -89,7 +89,7 @@ func run(t *testing.T, env []string, args ...string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(append(cleanEnv(), "SLUICE_ADMIN_ADDR=127.0.0.1:0"), env...) // not the default port, which another process may hold
 	out, err := cmd.CombinedOutput()
 	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		return ee.ExitCode(), string(out)
@@ -117,6 +117,10 @@ func TestStartupRefusals(t *testing.T) {
 		{"rls config missing", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--rls-config", "/nonexistent/rls.yaml"}, "--rls-config"},
 		{"rls config invalid", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--rls-config", writeFile(t, "bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")}, "bad.yaml"},
 		{"unknown config key", nil, []string{"--config", writeFile(t, "c.yaml", "http-adr: 1\n"), "serve"}, "unknown keys: http-adr"},
+		{"tls cert without key", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key"},
+		{"tls files missing", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, "--tls-cert/--tls-key"},
+		{"plaintext key given as its hash", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--root-key-sha256", "secret:acme"}, "--root-key-sha256"},
+		{"malformed env hashed keys", []string{"SLUICE_ROOT_KEY_SHA256S=abc:acme"}, []string{"serve", "--http-addr", "127.0.0.1:0"}, "64 hex digits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := run(t, tc.env, tc.args...)
@@ -253,7 +257,7 @@ func TestGCPercent(t *testing.T) {
 			if !strings.Contains(n.logs(), tc.log) {
 				t.Errorf("startup log lacks %s:\n%s", tc.log, n.logs())
 			}
-			if m := n.do("GET", "/metrics", "", "", nil).Raw; !strings.Contains(m, tc.metric) {
+			if m := n.metrics(); !strings.Contains(m, tc.metric) {
 				t.Errorf("metrics lack %q", tc.metric)
 			}
 		})

@@ -92,58 +92,58 @@ func (r *readiness) status() (bool, string) {
 	return true, "ready"
 }
 
-// probeInterval is the pace at which an unreachable dependency is tried
-// again for readiness.
-const probeInterval = time.Second
+// Pace at which an unreachable dependency is tried again for readiness: the
+// wait doubles from probeInterval up to maxProbeInterval, which also bounds
+// the log lines of a client library that logs each failure.
+const (
+	probeInterval    = time.Second
+	maxProbeInterval = 30 * time.Second
+)
 
-// probe awaits the dependency name: it tries ping now and then every
-// probeInterval until it succeeds or ctx ends. The first try blocks for at
-// most its timeout; later ones run in the background.
-func (r *readiness) probe(ctx context.Context, name string, ping func(context.Context) error, log *slog.Logger) {
+// probe awaits the dependency name: in the background, it tries ping at
+// once, then again after growing waits until it succeeds or ctx ends, and
+// then calls release.
+func (r *readiness) probe(ctx context.Context, name string, ping func(context.Context) error, release func(), log *slog.Logger) {
 	reached := r.await(name)
 	try := func() bool {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		return ping(pctx) == nil
 	}
-	if try() {
-		reached()
-		return
-	}
-	log.Warn("not reachable at start; /readyz answers 503 until it is (decisions go on meanwhile)", "dependency", name)
 	go func() {
-		t := time.NewTicker(probeInterval)
-		defer t.Stop()
-		for {
+		defer release()
+		if try() {
+			reached()
+			return
+		}
+		log.Warn("not reachable at start; /readyz answers 503 until it is (decisions go on meanwhile)", "dependency", name)
+		for wait := probeInterval; ; wait = min(2*wait, maxProbeInterval) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				if try() {
-					reached()
-					log.Info("reachable: ready", "dependency", name)
-					return
-				}
+			case <-time.After(wait):
+			}
+			if try() {
+				reached()
+				log.Info("reachable: ready", "dependency", name)
+				return
 			}
 		}
 	}()
 }
 
-// originPing returns the readiness check of the regional origin of kind, or
-// nil when it is the limiter's memory origin. It pings over a client of its
-// own, closed when the check is done.
-func (c *serveCmd) originPing(kind string) func(context.Context) error {
+// originPing returns the readiness check of the regional origin of kind and
+// the release of what it holds, or a nil check when the origin is the
+// limiter's memory origin. It pings over a Redis client of its own.
+func (c *serveCmd) originPing(kind string) (ping func(context.Context) error, release func()) {
 	if kind != "redis" {
-		return nil
+		return nil, nil
 	}
-	return func(ctx context.Context) error {
-		client, err := redis.NewClient(c.RedisURL)
-		if err != nil {
-			return err
-		}
-		defer client.Close()
-		return client.Ping(ctx).Err()
+	client, err := redis.NewClient(c.RedisURL)
+	if err != nil { // Validate checked the URL; the origin would have failed first
+		return func(context.Context) error { return err }, func() {}
 	}
+	return func(ctx context.Context) error { return client.Ping(ctx).Err() }, func() { _ = client.Close() }
 }
 
 // startAdmin serves the admin listener on --admin-addr: /metrics (gather),

@@ -267,17 +267,23 @@ func TestReadinessProbe(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r.probe(ctx, "origin", ping, slog.New(slog.DiscardHandler))
+	released := make(chan struct{})
+	r.probe(ctx, "origin", ping, func() { close(released) }, slog.New(slog.DiscardHandler))
 	if ok, why := r.status(); ok || !strings.Contains(why, "origin") {
 		t.Fatalf("with the origin down: %v %q", ok, why)
 	}
 	close(fail)
-	deadline := time.Now().Add(5 * probeInterval)
+	deadline := time.Now().Add(5 * time.Second)
 	for ok, _ := r.status(); !ok; ok, _ = r.status() {
 		if time.Now().After(deadline) {
 			t.Fatal("not ready after the origin came back")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the probe did not release its client")
 	}
 }
 

@@ -222,8 +222,8 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if limiterCfg.Origin, err = c.newOrigin(origin, log, obs, &cl); err != nil {
 		return err
 	}
-	if ping := c.originPing(origin); ping != nil {
-		ready.probe(ctx, "origin", ping, log)
+	if ping, release := c.originPing(origin); ping != nil {
+		ready.probe(ctx, "origin", ping, release, log)
 	}
 	if err := c.newGlobal(ctx, &limiterCfg, log, obs.reg, &cl); err != nil {
 		return err
