@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/cluster"
 )
@@ -456,4 +457,75 @@ func scrapeMembers(n *clusterNode) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no sluice_cluster_members")
+}
+
+// TestClusterRejoin kills the owner of a counter that is at its limit and
+// starts it again under the same address: it takes its identities back,
+// seeded by the survivors with what they saw, so it denies the counter
+// instead of starting it from zero.
+func TestClusterRejoin(t *testing.T) {
+	ws := fmt.Sprintf("e2e-rejoin-%d", time.Now().UnixNano())
+	nodes := startCluster(t, 3, ws)
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.gossip
+	}
+	ring := cluster.NewRing(names...)
+	const limit = 10
+	d := time.Minute
+	victim := nodes[2]
+	var id string
+	for i := 0; id == ""; i++ {
+		cand := "user-" + strconv.Itoa(i)
+		if ring.Owner(origin.Key{Workspace: ws, Namespace: "rejoin", Identifier: cand, Duration: d}) == victim.gossip {
+			id = cand
+		}
+	}
+	for i := range limit {
+		if !nodes[0].limit("rk", "rejoin", id, limit, d.Milliseconds(), 1).Success {
+			t.Fatalf("request %d denied before the limit", i)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the last increments reach the owner
+
+	_ = victim.cmd.Process.Kill()
+	<-victim.done
+	waitMembers(t, nodes[:2], 2, 20*time.Second)
+	changes := func() float64 {
+		return metricValue(t, nodes[0], "sluice_cluster_ring_changes_total", nil) + metricValue(t, nodes[1], "sluice_cluster_ring_changes_total", nil)
+	}
+	before := changes()
+	back := startClusterNode(t, victim.gossip, names, ws)
+	took := waitMembers(t, []*clusterNode{nodes[0], nodes[1], back}, 3, 20*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for changes() < before+2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the survivors did not re-home after the rejoin")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the seeds reach the rejoined owner
+	t.Logf("rejoined as 3 members after %v; seeded cells: %v and %v", took.Round(100*time.Millisecond),
+		metricValue(t, nodes[0], "sluice_cluster_cells_seeded_total", nil), metricValue(t, nodes[1], "sluice_cluster_cells_seeded_total", nil))
+	if r := back.limit("rk", "rejoin", id, limit, d.Milliseconds(), 1); r.Success {
+		t.Errorf("the rejoined owner admitted a counter at its limit (remaining %d): it was not seeded", r.Remaining)
+	}
+}
+
+// TestClusterRedisDiscovery forms a cluster with no seeds: the nodes find
+// each other through the Redis registry, then gossip.
+func TestClusterRedisDiscovery(t *testing.T) {
+	url := "redis://" + testenv.RedisAddr(t) + "/0"
+	region := fmt.Sprintf("e2e-registry-%d", time.Now().UnixNano())
+	ws := region
+	ports := gossipPorts(t, 3)
+	var nodes []*clusterNode
+	for _, p := range ports {
+		gossip := "127.0.0.1:" + strconv.Itoa(p)
+		n := start(t, nil, "--origin", "cluster", "--cluster-addr", gossip, "--redis-url", url, "--region", region,
+			"--root-key", "rk:"+ws, "--admin-addr", "127.0.0.1:0")
+		nodes = append(nodes, &clusterNode{node: n, gossip: gossip})
+	}
+	took := waitMembers(t, nodes, 3, 20*time.Second)
+	t.Logf("3 members through the Redis registry after %v", took.Round(100*time.Millisecond))
 }
