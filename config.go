@@ -136,8 +136,9 @@ type Config struct {
 	GlobalInterval time.Duration
 
 	// GlobalTicks, if set, replaces the GlobalInterval timer: the loop runs
-	// one round per value received. A test or a simulation drives the
-	// global layer with it (or calls SyncGlobal and sends nothing).
+	// one round per value received, and writes denials in rounds only (not
+	// every DenialFlush). A test or a simulation drives the global layer
+	// with it (or calls SyncGlobal and sends nothing).
 	GlobalTicks <-chan time.Time
 
 	// GlobalTimeout bounds one round's calls to the global store. Default 5s.

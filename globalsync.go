@@ -72,7 +72,9 @@ type NopGlobalObserver struct{}
 func (NopGlobalObserver) GlobalRound(GlobalStats) {}
 
 // runGlobal is the global loop. It stops when ctx is done, after a last
-// denial flush.
+// denial flush. Driven by GlobalTicks, it runs rounds only on those ticks,
+// and denials are written in rounds only, so that a simulation in virtual
+// time stays deterministic.
 func (l *Limiter) runGlobal(ctx context.Context) {
 	defer func() {
 		flush, cancel := context.WithTimeout(context.Background(), l.cfg.FlushTimeout)
@@ -86,14 +88,19 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 		}
 	}()
 	rounds := l.cfg.GlobalTicks
+	var flush <-chan time.Time // nil: denials are written in rounds only
+	var full <-chan struct{}   // likewise
 	var timer *time.Timer
 	if rounds == nil {
 		timer = time.NewTimer(jitter(l.cfg.GlobalInterval))
 		defer timer.Stop()
 		rounds = timer.C
+		if l.denials != nil {
+			ticker := time.NewTicker(l.cfg.DenialFlush)
+			defer ticker.Stop()
+			flush, full = ticker.C, l.denialsFull
+		}
 	}
-	flush := time.NewTicker(l.cfg.DenialFlush)
-	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -103,9 +110,9 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 			if timer != nil {
 				timer.Reset(jitter(l.cfg.GlobalInterval))
 			}
-		case <-flush.C:
+		case <-flush:
 			l.flushDenialsNow(ctx)
-		case <-l.denialsFull:
+		case <-full:
 			l.flushDenialsNow(ctx)
 		}
 	}
