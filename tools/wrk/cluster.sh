@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# cluster.sh runs wrk against one node of a 3-node `sluice serve --origin
+# cluster` on loopback and against one `sluice serve` on the embedded
+# default, interleaved, and prints for each run the requests/s and p99
+# latency, then the peer RPCs the cluster node sent per request and the
+# ratio of the medians.
+#
+#   tools/wrk/cluster.sh [rounds] [seconds]          # default 3 rounds of 8 s
+#
+# Load: tools/wrk/limit.lua (1,000 identifiers, limit 100 per minute), all
+# sent to the first node; the other two serve its peer RPCs. Needs wrk and
+# curl; Linux only.
+set -euo pipefail
+
+rounds=${1:-3}
+secs=${2:-8}
+conns=${CONNS:-32}
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+go build -o "$tmp/sluice" ./cmd/sluice
+
+gossip=(127.0.0.1:17946 127.0.0.1:17947 127.0.0.1:17948)
+for i in 0 1 2; do
+	others=()
+	for j in 0 1 2; do [[ $j != "$i" ]] && others+=("${gossip[$j]}"); done
+	"$tmp/sluice" serve --origin cluster --http-addr "127.0.0.1:1717$i" --admin-addr "127.0.0.1:1718$i" \
+		--data-dir "$tmp/d$i" --log-level warn --cluster-addr "${gossip[$i]}" \
+		--cluster-join "$(IFS=,; echo "${others[*]}")" 2>"$tmp/node$i.log" &
+	pids+=($!)
+done
+"$tmp/sluice" serve --http-addr 127.0.0.1:17173 --admin-addr 127.0.0.1:17183 --data-dir "$tmp/e" --log-level warn 2>"$tmp/embedded.log" &
+pids+=($!)
+for port in 17170 17171 17172 17173; do
+	for _ in $(seq 100); do
+		curl -s -o /dev/null -X POST "http://127.0.0.1:$port/v2/ratelimit.limit" -H 'Authorization: Bearer load' -H 'Content-Type: application/json' -d '{"namespace":"load","identifier":"x","limit":1,"duration":60000}' && break
+		sleep 0.1
+	done
+done
+for _ in $(seq 100); do
+	[[ "$(curl -s http://127.0.0.1:17180/metrics | awk '/^sluice_cluster_members / {print $2}')" == 3 ]] && break
+	sleep 0.1
+done
+
+rpcs() { curl -s http://127.0.0.1:17180/metrics | awk '/^sluice_cluster_rpcs_total/ {s += $2} END {printf "%d", s}'; }
+
+# run NAME PORT SECONDS: one wrk run; appends "name req/s p99 requests" to $tmp/results.
+run() {
+	local out
+	out=$(wrk -t1 -c"$conns" -d"$3"s --latency -s tools/wrk/limit.lua "http://127.0.0.1:$2")
+	awk -v n="$1" -v rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")" -v p99="$(awk '$1 == "99%" {print $2}' <<<"$out")" \
+		-v r="$(awk '/requests in/ {print $1}' <<<"$out")" 'BEGIN {printf "%-8s %10.0f req/s  p99 %-8s %d requests\n", n, rps, p99, r}'
+}
+
+echo "wrk -t1 -c$conns -d${secs}s, $rounds interleaved rounds, tools/wrk/limit.lua (1,000 identifiers, limit 100/min)"
+run cluster 17170 2 >/dev/null # warm-up
+run embedded 17173 2 >/dev/null
+before=$(rpcs)
+for _ in $(seq "$rounds"); do
+	run cluster 17170 "$secs" | tee -a "$tmp/results"
+	run embedded 17173 "$secs" | tee -a "$tmp/results"
+done
+after=$(rpcs)
+requests=$(awk '$1 == "cluster" {s += $6} END {print s}' "$tmp/results")
+median() { grep "^$1 " "$tmp/results" | awk '{print $2}' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+awk -v c="$(median cluster)" -v e="$(median embedded)" -v r=$((after - before)) -v q="$requests" \
+	'BEGIN {printf "medians: cluster/embedded req/s %.2fx; the cluster node sent %d peer RPCs for %d requests (%.4f per request)\n", c / e, r, q, r / q}'
