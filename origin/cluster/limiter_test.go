@@ -65,3 +65,82 @@ func TestLimitersDenyAfterBroadcast(t *testing.T) {
 func originKey(r sluice.Request) origin.Key {
 	return origin.Key{Workspace: r.Workspace, Namespace: r.Namespace, Identifier: r.Identifier, Duration: r.Duration}
 }
+
+// TestPartitionHeals splits a 3-node cluster into {0} and {1, 2}: both sides
+// keep deciding with no error, each admitting up to the limit on its own
+// ring. When the partition heals, the counter's owner is seeded with the
+// highest count either side saw (the max, not the sum), and every node
+// denies the counter.
+func TestPartitionHeals(t *testing.T) {
+	nodes := newTestCluster(t, 3, "s")
+	limiters := make([]*sluice.Limiter, len(nodes))
+	for i, nd := range nodes {
+		l, err := sluice.New(sluice.Config{Origin: nd.o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.o.SetMerger(l)
+		limiters[i] = l
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	addr := func(idx ...int) map[string]string {
+		m := map[string]string{}
+		for _, i := range idx {
+			m[nodes[i].o.ID()] = nodes[i].srv.URL
+		}
+		return m
+	}
+	// Each side's gossip reaches only its side.
+	sides := [][]int{{0}, {1, 2}}
+	for _, side := range sides {
+		for _, i := range side {
+			nodes[i].o.SetPeers(addr(side...))
+			nodes[i].o.setBroadcaster(func(e exceed) {
+				for _, j := range side {
+					if j != i {
+						nodes[j].o.receive(e)
+					}
+				}
+			})
+		}
+	}
+
+	ctx := context.Background()
+	req := sluice.Request{Namespace: "ns", Identifier: "split", Limit: 20, Duration: time.Minute, Cost: 1}
+	admitted := func(l *sluice.Limiter, n int) int {
+		ok := 0
+		for range n {
+			res, err := l.Ratelimit(ctx, req)
+			if err != nil {
+				t.Fatalf("a decision failed during the partition: %v", err)
+			}
+			if res.Success {
+				ok++
+			}
+		}
+		return ok
+	}
+	a, b := admitted(limiters[0], 30), admitted(limiters[1], 12)
+	time.Sleep(100 * time.Millisecond) // node 1's increments reach the owner of its side
+	b += admitted(limiters[2], 12)
+	if a != 20 || b != 20 {
+		t.Fatalf("admitted %d on one side and %d on the other, want 20 each (each side has its own ring)", a, b)
+	}
+	time.Sleep(100 * time.Millisecond) // the last replays
+
+	all := addr(0, 1, 2)
+	for _, nd := range nodes {
+		nd.o.SetPeers(all)
+	}
+	key := originKey(req)
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	waitFor(t, 5*time.Second, "the owner seeded with 20", func() bool {
+		c, err := nodes[0].o.Load(ctx, key, seq)
+		return err == nil && c.Current == 20
+	})
+	for i, l := range limiters {
+		if n := admitted(l, 5); n != 0 {
+			t.Errorf("node %d admitted %d after the partition healed", i, n)
+		}
+	}
+}
