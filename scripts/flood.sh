@@ -36,9 +36,9 @@ else
 fi
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --dir "$tmp" >/dev/null &
 pids+=($!)
-"$tmp/sluice" serve --http-addr 127.0.0.1:17080 --data-dir "$tmp/embedded" --log-level warn 2>"$tmp/embedded.log" &
+"$tmp/sluice" serve --http-addr 127.0.0.1:17080 --admin-addr "" --data-dir "$tmp/embedded" --log-level warn 2>"$tmp/embedded.log" &
 pids+=($!)
-"$tmp/sluice" serve --http-addr 127.0.0.1:17081 --data-dir "$tmp/redis" --log-level warn \
+"$tmp/sluice" serve --http-addr 127.0.0.1:17081 --admin-addr "" --data-dir "$tmp/redis" --log-level warn \
 	--redis-url "redis://127.0.0.1:$redis_port/0" 2>"$tmp/redis.log" &
 pids+=($!)
 for port in 17080 17081; do

@@ -33,7 +33,7 @@ else
 fi
 (cd tools/ceiling && go build -o "$tmp/ceiling" .)
 
-serve_args=(serve --http-addr 127.0.0.1:17070 --data-dir "$tmp/data" --log-level warn)
+serve_args=(serve --http-addr 127.0.0.1:17070 --admin-addr "" --data-dir "$tmp/data" --log-level warn)
 if [[ -n "${TRACE_RATIO:-}" ]]; then
 	"$tmp/ceiling" -addr 127.0.0.1:14318 2>/dev/null &
 	pids+=($!)
