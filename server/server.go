@@ -169,6 +169,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	cfg.RootKeys = nil // the keyring holds their hashes; the server keeps no key
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s := &Server{cfg: cfg, keys: kr, mux: http.NewServeMux(), idBase: "req_" + hex.EncodeToString(b[:]), tracing: newTracing(cfg.TracerProvider)}
