@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -320,5 +321,70 @@ func TestAdminHandler(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != 200 {
 		t.Fatalf("readyz once listening: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestTLSResumedSessionAfterCAReload checks that a session ticket issued
+// before a reload of --tls-client-ca does not let in a client that the
+// client CAs in force refuse: crypto/tls checks a resumed session's chains
+// against the ClientCAs of the configuration that GetConfigForClient
+// returns, so the client falls back to a full handshake and fails it.
+func TestTLSResumedSessionAfterCAReload(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "old CA")
+	certFile, keyFile := ca.Server(t, "server").Files(t, dir, "server")
+	caFile := filepath.Join(dir, "ca.pem")
+	testpki.WriteFile(t, caFile, ca.PEM)
+	certs, err := newTLSCertificates(TLSFlags{TLSCert: certFile, TLSKey: keyFile, TLSClientCA: caFile}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", certs.serverConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serverErrs := make(chan error, 8)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			err = conn.(*tls.Conn).Handshake()
+			if err == nil {
+				_, err = conn.Write([]byte("x")) // carries the session ticket to the client
+			}
+			serverErrs <- err
+			conn.Close()
+		}
+	}()
+	client := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{ca.Client(t, "client").TLS(t)},
+		ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+	dial := func() (resumed bool, serverErr error) {
+		t.Helper()
+		conn, err := tls.Dial("tcp", ln.Addr().String(), client)
+		if err == nil {
+			_, _ = conn.Read(make([]byte, 1))
+			resumed = conn.ConnectionState().DidResume
+			conn.Close()
+		}
+		select {
+		case serverErr = <-serverErrs:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the server did not handshake")
+		}
+		return resumed, serverErr
+	}
+	if resumed, err := dial(); resumed || err != nil {
+		t.Fatalf("first connection: resumed %v, %v", resumed, err)
+	}
+	if resumed, err := dial(); !resumed || err != nil {
+		t.Fatalf("second connection: resumed %v, %v; want a resumed session", resumed, err)
+	}
+	testpki.WriteFile(t, caFile, testpki.NewCA(t, "new CA").PEM)
+	certs.reload()
+	if resumed, err := dial(); resumed || err == nil {
+		t.Fatalf("after the client CA changed: resumed %v, server error %v; want the handshake refused", resumed, err)
 	}
 }
