@@ -94,7 +94,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, are updated on every request. Default: none.
 	Metrics *Metrics
-	// Gatherer, if set, is served at GET /metrics.
+	// Gatherer, if set, is served at GET /metrics, without authentication.
+	// The metrics name every workspace's namespaces: serve them on a private
+	// listener instead where the API is public (cmd/sluice leaves this unset
+	// and serves them on its admin listener).
 	Gatherer prometheus.Gatherer
 	// MaxBodyBytes caps request bodies. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
