@@ -46,8 +46,8 @@ redis_up() {
   wait_for "$REDIS_ADDR" Redis
 }
 
-cluster_state() { # port: prints ok, fail, or nothing when unreachable
-  redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'
+cluster_state() { # port: prints ok, fail, or nothing when unreachable or hung
+  timeout 2 redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'
 }
 
 cluster_ok() { # every node of the cluster reports ok
@@ -76,13 +76,13 @@ cluster_up() {
   done
   for port in $CLUSTER_PORTS; do wait_for "127.0.0.1:$port" "Redis Cluster node"; done
   local known
-  known=$(redis-cli -h 127.0.0.1 -p "${CLUSTER_PORTS%% *}" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')
+  known=$(timeout 5 redis-cli -h 127.0.0.1 -p "${CLUSTER_PORTS%% *}" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')
   if [ "$known" != 1 ]; then
     for _ in $(seq 1 20); do cluster_ok && return 0; sleep 0.5; done
     echo "services: Redis Cluster on ${CLUSTER_PORTS// /,} is not healthy; resetting it" >&2
     for port in $CLUSTER_PORTS; do
-      redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null 2>&1 || true
-      redis-cli -h 127.0.0.1 -p "$port" cluster reset hard >/dev/null
+      timeout 5 redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null 2>&1 || true
+      timeout 5 redis-cli -h 127.0.0.1 -p "$port" cluster reset hard >/dev/null
     done
   fi
   echo "services: creating Redis Cluster on ${addrs[*]}" >&2
