@@ -46,6 +46,13 @@ func TestLimitersDenyAfterBroadcast(t *testing.T) {
 	if admitted != 10 {
 		t.Fatalf("caller admitted %d of 15, want 10", admitted)
 	}
+	// The caller's last increments may still be on their way to the owner
+	// (a replay in flight): the owner broadcasts again when they land.
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	waitFor(t, 2*time.Second, "the owner at 10", func() bool {
+		c, err := nodes[owner].o.Load(ctx, originKey(req), seq)
+		return err == nil && c.Current == 10
+	})
 	other := 3 - owner - caller
 	before := nodes[other].obs.total()
 	for i := range 20 {

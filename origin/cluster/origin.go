@@ -412,10 +412,27 @@ func (o *Origin) localLoad(ctx context.Context, key origin.Key, seq int64) (orig
 	return o.store.Load(ctx, key, seq)
 }
 
+// localApply applies deltas to this node's store. A cell broadcast as
+// exhausted whose total grew since (increments that were on their way when
+// the owner decided it, or admitted by nodes on stale views) is broadcast
+// again with its new total, so the other nodes' views catch up with it.
 func (o *Origin) localApply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
 	o.seedMu.RLock()
-	defer o.seedMu.RUnlock()
-	return o.store.Apply(ctx, deltas)
+	totals, err := o.store.Apply(ctx, deltas)
+	o.seedMu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range deltas {
+		if !o.seen.grewSinceBroadcast(d.Cell, totals[i]) {
+			continue
+		}
+		counts, err := o.localLoad(ctx, d.Cell.Key, d.Cell.Sequence)
+		if err == nil {
+			o.broadcastCounts(d.Cell.Key, d.Cell.Sequence, counts)
+		}
+	}
+	return totals, nil
 }
 
 // localDecide decides c on this node's store and, if that left the counter
@@ -474,6 +491,12 @@ func (o *Origin) exceeded(key origin.Key, seq int64, counts origin.Counts) {
 	if !o.seen.markBroadcast(cell, counts.Current) {
 		return
 	}
+	o.broadcastCounts(key, seq, counts)
+}
+
+// broadcastCounts merges the counter's totals into this node's limiter and
+// sends them to every other member.
+func (o *Origin) broadcastCounts(key origin.Key, seq int64, counts origin.Counts) {
 	o.mergeLocal(key, seq, counts)
 	if f := o.broadcast.Load(); f != nil {
 		(*f)(exceed{K: toWireKey(key), S: seq, C: counts.Current, P: counts.Previous})

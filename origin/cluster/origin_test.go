@@ -334,6 +334,16 @@ func TestBroadcastOnExceed(t *testing.T) {
 	if sent != 1 || again != 1 {
 		t.Errorf("broadcasts: %d then %d, want 1 and 1", sent, again)
 	}
+	// Increments that land after the exceed (a replay that was in flight)
+	// are broadcast with the new total.
+	if _, err := caller.o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: 9}, Count: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, nd := range nodes {
+		if got := nd.merger.get(origin.Cell{Key: k, Sequence: 9}); got != 5 {
+			t.Errorf("node %d merged %d after a late increment, want 5", i, got)
+		}
+	}
 }
 
 // TestRehomeSeedsNewOwner checks that when a member dies, the survivors

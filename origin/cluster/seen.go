@@ -55,6 +55,20 @@ func (s *seen) markBroadcast(cell origin.Cell, total int64) bool {
 	return true
 }
 
+// grewSinceBroadcast reports whether cell was broadcast before and total is
+// higher than its last broadcast, and records total as broadcast if so.
+func (s *seen) grewSinceBroadcast(cell origin.Cell, total int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cells[cell]
+	if c == nil || c.broadcast == 0 || total <= c.broadcast {
+		return false
+	}
+	c.broadcast = total
+	c.total = max(c.total, total)
+	return true
+}
+
 func (s *seen) getLocked(cell origin.Cell) *seenCell {
 	c := s.cells[cell]
 	if c == nil {
