@@ -16,11 +16,25 @@ import (
 // its Current and Remaining describe the state after the rollback, as a peek
 // would.
 //
+// A batch of one request is decided as [Limiter.Ratelimit] decides it. A
+// batch of several, in strict mode or near a limit, reads the origin once
+// per counter and decides locally: all-or-nothing across counters cannot be
+// one atomic step at the origin.
+//
 // If any request is invalid, RatelimitMany returns an error wrapping
 // [ErrInvalidRequest] that names its index, and decides nothing.
 func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
+	}
+	if len(rs) == 1 {
+		// All-or-nothing of one is Ratelimit: same answer, and in strict
+		// mode or near the limit the origin decides it atomically.
+		res, err := l.Ratelimit(ctx, rs[0])
+		if err != nil {
+			return nil, fmt.Errorf("request 0: %w", err)
+		}
+		return []Response{res}, nil
 	}
 	qs := make([]resolved, len(rs))
 	for i := range rs {

@@ -30,6 +30,11 @@ type replayer struct {
 	backlog atomic.Int64         // cells on the stack or in a batch not yet sent
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
+	// inFlight holds, per cell, the increments of a replay call that has
+	// not returned yet: no longer pending, maybe not yet in the origin's
+	// total. Written under the cell's lock, together with pending, so an
+	// origin decision sees every increment exactly once (see take).
+	inFlight sync.Map // *cell → int64
 }
 
 type replayJob struct {
@@ -168,7 +173,7 @@ func (r *replayer) flush(cells []*cell) {
 	for _, c := range cells {
 		c.clearFlag(flagDirty)
 		r.backlog.Add(-1)
-		if n := c.pending.Swap(0); n > 0 {
+		if n := r.send(c); n > 0 {
 			deltas = append(deltas, origin.Delta{Cell: r.l.cells.m.KeyOf(c), Count: n})
 			sent = append(sent, c)
 		}
@@ -187,7 +192,7 @@ func (r *replayer) flush(cells []*cell) {
 				"cells", len(deltas), "err", err)
 		}
 		for i, c := range sent {
-			c.pending.Add(deltas[i].Count)
+			r.returned(c, deltas[i].Count)
 			r.mark(c)
 		}
 		return
@@ -196,6 +201,39 @@ func (r *replayer) flush(cells []*cell) {
 		r.l.cfg.Logger.Info("sluice: replay to origin recovered")
 	}
 	for i, c := range sent {
+		r.returned(c, 0)
 		c.merge(totals[i])
 	}
+}
+
+// send moves c's pending increments in flight and returns them.
+func (r *replayer) send(c *cell) int64 {
+	c.lock()
+	defer c.unlock()
+	n := c.pending.Swap(0)
+	if n > 0 {
+		r.inFlight.Store(c, n)
+	}
+	return n
+}
+
+// returned ends c's replay in flight; unsent increments (after a failure)
+// go back to pending.
+func (r *replayer) returned(c *cell, unsent int64) {
+	c.lock()
+	defer c.unlock()
+	r.inFlight.Delete(c)
+	c.pending.Add(unsent)
+}
+
+// take moves c's pending increments to the caller, which applies them
+// itself (an origin decision), and returns them with the increments of a
+// replay still in flight, which the caller must count but not apply.
+func (r *replayer) take(c *cell) (pending, inFlight int64) {
+	c.lock()
+	defer c.unlock()
+	if v, ok := r.inFlight.Load(c); ok {
+		inFlight = v.(int64)
+	}
+	return c.pending.Swap(0), inFlight
 }

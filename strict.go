@@ -125,17 +125,26 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	if d.cur.backoffUntil.Load() > first.t {
 		return
 	}
+	// A replay of this cell may be in flight: its increments are no longer
+	// pending and maybe not at the origin yet. They take part in the
+	// decision as usage the origin does not hold, like other regions'
+	// counts (if the replay has landed already, they count twice in this
+	// decision only, which denies more, never less).
+	pending, inFlight := l.replay.take(d.cur)
 	c := origin.Check{
-		Key:      first.key,
-		Seq:      first.pos.Seq,
-		Elapsed:  first.pos.Elapsed,
-		Imported: origin.Counts{Current: d.cur.imported.Load(), Previous: d.prev.importedCount()},
-		Asks:     make([]origin.Ask, len(batch)),
+		Key:     first.key,
+		Seq:     first.pos.Seq,
+		Elapsed: first.pos.Elapsed,
+		Pending: pending,
+		Imported: origin.Counts{
+			Current:  window.Add(d.cur.imported.Load(), inFlight),
+			Previous: d.prev.importedCount(),
+		},
+		Asks: make([]origin.Ask, len(batch)),
 	}
 	for i, tk := range batch {
 		c.Asks[i] = origin.Ask{Limit: tk.q.limit, Cost: tk.q.cost}
 	}
-	c.Pending = d.cur.pending.Swap(0)
 
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
 	defer cancel()
@@ -151,6 +160,10 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 		l.originFailed(first, ReadStrict, err)
 		return
 	}
+	// While a replay is in flight the origin's total may not raise the local
+	// count past what it holds, so the admitted costs may show locally only
+	// when the replay returns: the local view lags, never leads, and the
+	// origin, which sees the in-flight increments, decides near the limit.
 	l.mergeCounts(first, d.cur, v.Counts)
 	d.cur.syncedAt.Store(max(first.t, 1))
 	fillOutcomes(c, v, batch)
