@@ -201,11 +201,7 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 		t.Errorf("admitted %d, reference %d: %+.2f%%, beyond ±%.0f%%", engine, reference, 100*deviation, 100*tolerance)
 	}
 	if float64(worst) > 1.05*limit {
-		// Known: with the default OriginMargin (0.1) the first window still
-		// leaks a few units per identifier (nodes admit locally on views
-		// that lag by more than the margin); 0.2 measured 1.02-1.04 ×.
-		t.Skipf("issue 8 (first-window leak at OriginMargin 0.1): user-%d had %d admitted within %v, above 1.05 × its limit of %d",
-			worstID, worst, d, limit)
+		t.Errorf("user-%d had %d admitted within %v, above 1.05 × its limit of %d", worstID, worst, d, limit)
 	}
 }
 
