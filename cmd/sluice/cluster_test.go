@@ -1,8 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/kong"
 )
 
 func TestClusterFlagsValidate(t *testing.T) {
@@ -47,5 +52,32 @@ func TestClusterRPCURL(t *testing.T) {
 		if got != tc.want || (tc.want == "") != (err != nil) {
 			t.Errorf("rpcURL(%q) with %+v = %q, %v; want %q", tc.http, tc.flags, got, err, tc.want)
 		}
+	}
+}
+
+// TestClusterFlagSources checks that the cluster flags come from a YAML
+// file (a list for --cluster-join) and SLUICE_CLUSTER_* variables, the
+// environment beating the file.
+func TestClusterFlagSources(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	yaml := "origin: cluster\ncluster-addr: 127.0.0.1:8946\ncluster-join: [\"127.0.0.1:8947\", \"127.0.0.1:8948\"]\ncluster_preset: wan\ncluster-secret: from-file\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLUICE_CLUSTER_SECRET", "from-env")
+	t.Setenv("SLUICE_CLUSTER_ADVERTISE", "127.0.0.1:9946")
+	var c cli
+	parser, err := kong.New(&c, kong.DefaultEnvars("SLUICE"), kong.Configuration(yamlLoader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parser.Parse([]string{"--config", cfg, "serve"}); err != nil {
+		t.Fatal(err)
+	}
+	got := c.Serve.ClusterFlags
+	want := ClusterFlags{ClusterAddr: "127.0.0.1:8946", ClusterAdvertise: "127.0.0.1:9946", ClusterJoin: []string{"127.0.0.1:8947", "127.0.0.1:8948"}, ClusterSecret: "from-env", ClusterPreset: "wan"}
+	if got.ClusterAddr != want.ClusterAddr || got.ClusterAdvertise != want.ClusterAdvertise || !slices.Equal(got.ClusterJoin, want.ClusterJoin) ||
+		got.ClusterSecret != want.ClusterSecret || got.ClusterPreset != want.ClusterPreset || c.Serve.Origin != "cluster" {
+		t.Errorf("flags %+v (origin %q), want %+v", got, c.Serve.Origin, want)
 	}
 }
