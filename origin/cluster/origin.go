@@ -243,13 +243,15 @@ func (o *Origin) route(key origin.Key) *peer {
 	return nil // cannot happen: every ring member but this node is a peer
 }
 
-// Close stops the re-homing goroutine and fails later calls with
-// [ErrClosed]. Calls in flight finish. It is idempotent and returns nil.
+// Close stops the re-homing goroutine, closes the peer RPC's idle
+// connections and fails later calls with [ErrClosed]. Calls in flight
+// finish. It is idempotent and returns nil.
 func (o *Origin) Close() error {
 	o.once.Do(func() {
 		o.closed.Store(true)
 		o.cancel()
 		o.wg.Wait()
+		o.cfg.Client.CloseIdleConnections()
 	})
 	return nil
 }
