@@ -110,7 +110,7 @@ func TestTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			if res.StatusCode != 200 || res.Proto != tc.proto || res.TLS == nil || res.TLS.Version < tls.VersionTLS12 {
+			if res.StatusCode != http.StatusOK || res.Proto != tc.proto || res.TLS == nil || res.TLS.Version < tls.VersionTLS12 {
 				t.Fatalf("liveness: %d over %s, TLS %+v", res.StatusCode, res.Proto, res.TLS)
 			}
 		})
@@ -196,7 +196,7 @@ func TestMutualTLS(t *testing.T) {
 				if err == nil {
 					res.Body.Close()
 				}
-				if (err == nil && res.StatusCode == 200) != tc.ok {
+				if (err == nil && res.StatusCode == http.StatusOK) != tc.ok {
 					t.Fatalf("h2 %v: %v, %v; want ok=%v", h2, res, err, tc.ok)
 				}
 			}
@@ -227,7 +227,7 @@ func TestTLSReload(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
-		if res.StatusCode != 200 {
+		if res.StatusCode != http.StatusOK {
 			t.Fatalf("liveness: %d", res.StatusCode)
 		}
 		return res.TLS.PeerCertificates[0].Subject.CommonName

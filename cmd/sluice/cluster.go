@@ -70,7 +70,7 @@ func (f *ClusterFlags) name() string {
 // newClusterOrigin creates the cluster origin, alone on its ring until
 // joinCluster; its metrics are sluice_cluster_*.
 func (c *serveCmd) newClusterOrigin(log *slog.Logger, reg prometheus.Registerer, cl *cleanup) (origin.Origin, error) {
-	if c.TLSFlags.enabled() {
+	if c.tlsEnabled() {
 		// The peer RPC speaks h2c to the peers' HTTP ports.
 		return nil, errors.New("--origin cluster: the peer RPC does not speak TLS yet; serve the API without --tls-cert (a TLS proxy or mesh in front works)")
 	}

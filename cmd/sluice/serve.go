@@ -208,7 +208,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	var hup hangup
 	var certs *tlsCertificates
-	if c.TLSFlags.enabled() {
+	if c.tlsEnabled() {
 		if certs, err = newTLSCertificates(c.TLSFlags, log, obs.reg); err != nil {
 			return err
 		}
@@ -303,7 +303,7 @@ func (c *serveCmd) checkRootKeys(log *slog.Logger) ([]server.RootKey, error) {
 		}
 		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
 	}
-	if !isLoopback(c.HTTPAddr) && !c.TLSFlags.enabled() {
+	if !isLoopback(c.HTTPAddr) && !c.tlsEnabled() {
 		log.Warn("TLS is off on a non-loopback address: root keys travel in the clear unless a TLS-terminating proxy or mesh is in front; set --tls-cert and --tls-key to serve TLS", "addr", c.HTTPAddr)
 	}
 	return keys, nil

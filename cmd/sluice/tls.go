@@ -35,8 +35,8 @@ func (f *TLSFlags) validate() error {
 	return nil
 }
 
-// enabled reports whether the API port serves TLS.
-func (f *TLSFlags) enabled() bool { return f.TLSCert != "" }
+// tlsEnabled reports whether the API port serves TLS.
+func (f *TLSFlags) tlsEnabled() bool { return f.TLSCert != "" }
 
 // tlsCertificates is the TLS configuration of the API port, read from the
 // files of TLSFlags and replaced whole by reload: the server's tls.Config
