@@ -290,12 +290,14 @@ func TestUnreachableOwner(t *testing.T) {
 	}
 
 	b.down.Store(false)
-	time.Sleep(1100 * time.Millisecond) // the breaker's open timeout
-	if _, err := a.o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: mine, Sequence: seq}, Count: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := b.o.Load(ctx, theirs, seq)
-	if err != nil || got.Current != 3 {
+	// The parked delta reaches the owner once its breaker lets calls
+	// through again, with no Apply of the caller's to carry it.
+	waitFor(t, 5*time.Second, "the parked delta at its owner", func() bool {
+		got, err := b.o.Load(ctx, theirs, seq)
+		return err == nil && got.Current == 3
+	})
+	time.Sleep(1500 * time.Millisecond) // a later flush must not send it twice
+	if got, err := b.o.Load(ctx, theirs, seq); err != nil || got.Current != 3 {
 		t.Errorf("owner's count after recovery: %v %v, want 3 (the parked delta, once)", got, err)
 	}
 }

@@ -2,24 +2,47 @@ package cluster
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/origin"
 )
 
-// rehomeLoop hands moved cells to their new owners after each ring change.
-// Changes that arrive while a hand-over runs are coalesced into the next.
+// parkedEvery is how often deltas parked for an unreachable owner are sent
+// again when no Apply of the limiter carries them.
+const parkedEvery = time.Second
+
+// rehomeLoop hands moved cells to their new owners after each ring change,
+// and sends parked deltas again every parkedEvery. Changes that arrive while
+// a hand-over runs are coalesced into the next.
 func (o *Origin) rehomeLoop() {
 	last := o.Ring()
+	tick := time.NewTicker(parkedEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-o.ctx.Done():
 			return
+		case <-tick.C:
+			o.flushParked()
+			continue
 		case <-o.changed:
 		}
 		ring := o.Ring()
 		o.cfg.Observer.RingChanged(o.rehome(last, ring))
 		last = ring
+		o.flushParked()
 	}
+}
+
+// flushParked sends the parked deltas to their owners (an Apply of nothing
+// else); those still unreachable stay parked.
+func (o *Origin) flushParked() {
+	if o.parked.empty() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, 4*o.cfg.Timeout)
+	defer cancel()
+	_, _ = o.Apply(ctx, nil)
 }
 
 // rehome seeds the new owner of every cell this node has seen whose owner

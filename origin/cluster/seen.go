@@ -129,6 +129,13 @@ func (p *parking) add(d origin.Delta) bool {
 	return true
 }
 
+// empty reports whether nothing is parked.
+func (p *parking) empty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.cells) == 0
+}
+
 // take empties the parking and returns the deltas of the live cells (a
 // dead cell can no longer change a decision).
 func (p *parking) take(now int64) []origin.Delta {
