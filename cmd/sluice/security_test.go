@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,7 +259,9 @@ func TestReadinessProbe(t *testing.T) {
 	var r readiness
 	r.listen()
 	fail := make(chan struct{})
+	var pings atomic.Int32
 	ping := func(context.Context) error {
+		defer pings.Add(1) // counted once answered
 		select {
 		case <-fail:
 			return nil
@@ -270,6 +273,9 @@ func TestReadinessProbe(t *testing.T) {
 	defer cancel()
 	released := make(chan struct{})
 	r.probe(ctx, "origin", ping, func() { close(released) }, slog.New(slog.DiscardHandler))
+	for pings.Load() == 0 { // the first try, at once, fails
+		time.Sleep(time.Millisecond)
+	}
 	if ok, why := r.status(); ok || !strings.Contains(why, "origin") {
 		t.Fatalf("with the origin down: %v %q", ok, why)
 	}
@@ -280,6 +286,9 @@ func TestReadinessProbe(t *testing.T) {
 			t.Fatal("not ready after the origin came back")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if n := pings.Load(); n < 2 {
+		t.Fatalf("ready after %d pings, want a retry", n)
 	}
 	select {
 	case <-released:
