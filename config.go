@@ -108,6 +108,11 @@ type Config struct {
 	// see docs/benchmarks.md).
 	ReplayInterval time.Duration
 
+	// ReplayTicks, if set, replaces the ReplayInterval timer: the replay
+	// loop runs one round per value received, and never on its own. A
+	// simulation in virtual time drives replay with it, or with Flush.
+	ReplayTicks <-chan time.Time
+
 	// ReplayTimeout bounds one replay call to the origin. A failed replay
 	// keeps its increments and retries with backoff. Default 1s.
 	ReplayTimeout time.Duration

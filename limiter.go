@@ -123,6 +123,17 @@ func (l *Limiter) Close() error {
 	return l.closeErr
 }
 
+// Flush replays every accepted increment queued so far to the origin, on
+// the caller's goroutine, and returns when the origin has answered. A
+// failed replay keeps its increments queued for the next round. Without an
+// origin it does nothing. Simulations drive replay with it (and a
+// ReplayTicks channel that never fires); a server never needs it.
+func (l *Limiter) Flush() {
+	if l.replay != nil {
+		l.replay.flushNow()
+	}
+}
+
 // Ratelimit decides one request. Invalid requests return an error wrapping
 // [ErrInvalidRequest]; a denial is a Response with Success false, not an
 // error. Origin failures never surface here: the decision falls back to local

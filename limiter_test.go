@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -381,4 +382,41 @@ func TestWarmDecisionDoesNotAllocate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayDrivenByTicks checks that with ReplayTicks nothing is replayed
+// until the caller asks, by a tick or by Flush.
+func TestReplayDrivenByTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingOrigin{Origin: memory.New(nil)}
+		ticks := make(chan time.Time)
+		l := newLimiter(t, sluice.Config{Origin: store, ReplayTicks: ticks, RefreshAfter: time.Hour})
+		ctx := context.Background()
+		r := req("driven", 100, 1, time.Hour, at(3_600_000))
+		for range 5 {
+			if _, err := l.Ratelimit(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if n := store.applies.Load(); n != 0 {
+			t.Fatalf("%d replays before any tick", n)
+		}
+		l.Flush()
+		if n := store.applies.Load(); n != 1 {
+			t.Fatalf("%d replays after Flush, want 1", n)
+		}
+		counts, err := store.Load(ctx, origin.Key{Namespace: r.Namespace, Identifier: r.Identifier, Duration: r.Duration}, 1)
+		if err != nil || counts.Current != 5 {
+			t.Fatalf("origin holds %+v, %v after Flush; want 5", counts, err)
+		}
+		if _, err := l.Ratelimit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ticks <- time.Time{} // one round, on the loop's goroutine
+		synctest.Wait()
+		if n := store.applies.Load(); n != 2 {
+			t.Fatalf("%d replays after the tick, want 2", n)
+		}
+	})
 }

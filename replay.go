@@ -84,6 +84,16 @@ func (r *replayer) run(ctx context.Context) {
 		workers.Wait()
 	}()
 
+	if ticks := r.l.cfg.ReplayTicks; ticks != nil {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticks:
+				r.round(jobs)
+			}
+		}
+	}
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	for {
@@ -155,6 +165,26 @@ func (r *replayer) final(jobs chan<- replayJob) {
 		r.l.cfg.Logger.Error("sluice: origin unreachable at close; increments not replayed",
 			"cells", cells, "increments", lost)
 	}
+}
+
+// flushNow replays every queued cell on the caller's goroutine, in batches
+// of ReplayBatch, and reports whether anything was queued.
+func (r *replayer) flushNow() bool {
+	c := r.head.Swap(nil)
+	if c == nil {
+		return false
+	}
+	batch := make([]*cell, 0, r.l.cfg.ReplayBatch)
+	for c != nil {
+		next := c.next // read before flush can clear the flag and requeue c
+		batch = append(batch, c)
+		if len(batch) == cap(batch) || next == nil {
+			r.flush(batch)
+			batch = batch[:0]
+		}
+		c = next
+	}
+	return true
 }
 
 // lost returns the cells still queued for replay and their increments.
