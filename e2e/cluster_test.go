@@ -532,3 +532,24 @@ func TestClusterRedisDiscovery(t *testing.T) {
 	took := waitMembers(t, nodes, 3, 20*time.Second)
 	t.Logf("3 members through the Redis registry after %v", took.Round(100*time.Millisecond))
 }
+
+// TestClusterGracefulLeave stops a node with SIGTERM: it leaves the gossip,
+// so the others drop it at once rather than after the failure detection
+// time (about 5 s).
+func TestClusterGracefulLeave(t *testing.T) {
+	nodes := startCluster(t, 3, fmt.Sprintf("e2e-leave-%d", time.Now().UnixNano()))
+	start := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- nodes[2].stop(10 * time.Second) }()
+	took := waitMembers(t, nodes[:2], 2, 10*time.Second)
+	if err := <-stopped; err != nil {
+		t.Fatalf("the node did not stop cleanly: %v\n%s", err, nodes[2].logs())
+	}
+	t.Logf("the others saw 2 members %v after SIGTERM (waited %v)", took.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("the others dropped the leaving node after %v: it did not leave, they detected a failure", took)
+	}
+	if !strings.Contains(nodes[2].logs(), `"msg":"cluster: leaving"`) {
+		t.Error(`no "cluster: leaving" in the stopped node's log`)
+	}
+}

@@ -104,8 +104,10 @@ func (c *serveCmd) clusterServices(services map[string]http.Handler) map[string]
 // joinCluster, once the HTTP port (and so the peer RPC) listens on
 // httpAddr, routes exceed broadcasts to the limiter and joins the cluster:
 // through --cluster-join, else through the Redis registry with
-// --redis-url, else it waits to be joined. Leaving is registered in cl.
-func (c *serveCmd) joinCluster(httpAddr string, limiter *sluice.Limiter, log *slog.Logger, cl *cleanup) error {
+// --redis-url, else it waits to be joined. The node leaves as soon as ctx
+// ends (the shutdown signal), before the HTTP server drains, so the others
+// stop routing to it; the gossip stops at cleanup.
+func (c *serveCmd) joinCluster(ctx context.Context, httpAddr string, limiter *sluice.Limiter, log *slog.Logger, cl *cleanup) error {
 	o := c.ClusterFlags.origin
 	if o == nil {
 		return nil
@@ -125,9 +127,9 @@ func (c *serveCmd) joinCluster(httpAddr string, limiter *sluice.Limiter, log *sl
 			return fmt.Errorf("--redis-url: %w", err)
 		}
 		cl.add(func() { _ = client.Close() })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		regCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		reg, err := cluster.NewRegistry(ctx, client, c.Region, c.name(), c.name(), log)
+		reg, err := cluster.NewRegistry(regCtx, client, c.Region, c.name(), c.name(), log)
 		if err != nil {
 			return err
 		}
@@ -150,10 +152,18 @@ func (c *serveCmd) joinCluster(httpAddr string, limiter *sluice.Limiter, log *sl
 	if err != nil {
 		return err
 	}
-	cl.add(func() {
-		if err := ms.Close(); err != nil {
+	leave := func() {
+		log.Info("cluster: leaving")
+		if err := ms.Leave(); err != nil {
 			log.Warn("cluster: leaving", "err", err)
 		}
+	}
+	stopLeave := context.AfterFunc(ctx, leave)
+	cl.add(func() {
+		if stopLeave() { // a failed start: ctx did not end
+			leave()
+		}
+		_ = ms.Close()
 	})
 	return nil
 }

@@ -240,7 +240,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
-	if err := c.joinCluster(ln.Addr().String(), limiter, log, &cl); err != nil {
+	if err := c.joinCluster(ctx, ln.Addr().String(), limiter, log, &cl); err != nil {
 		_ = ln.Close()
 		return err
 	}

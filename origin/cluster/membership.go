@@ -127,10 +127,12 @@ type Membership struct {
 	mu      sync.Mutex
 	members map[string]string // name -> RPC base URL, this node included
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	leaveOnce sync.Once
+	leaveErr  error
+	once      sync.Once
 }
 
 // nodeMeta is the metadata each member gossips.
@@ -309,16 +311,28 @@ func (m *Membership) broadcast(e exceed) {
 	m.queue.QueueBroadcast(&exceedBroadcast{name: name, msg: b})
 }
 
-// Close leaves the cluster (telling the others, within 2 s) and stops the
-// gossip. It is idempotent and returns the leave's error, if any.
+// Leave tells the other members that this node is leaving (waiting up to
+// 2 s for the message to spread), so that they re-home its identities at
+// once, and stops joining. The gossip goes on until Close. A node leaves as
+// a graceful shutdown starts, before it drains its requests. Leave is
+// idempotent and returns the first call's error.
+func (m *Membership) Leave() error {
+	m.leaveOnce.Do(func() {
+		m.cancel()
+		m.wg.Wait()
+		if err := m.ml.Leave(2 * time.Second); err != nil {
+			m.leaveErr = fmt.Errorf("cluster: leave: %w", err)
+		}
+	})
+	return m.leaveErr
+}
+
+// Close leaves the cluster if Leave was not called and stops the gossip.
+// It is idempotent and returns the leave's error, if any.
 func (m *Membership) Close() error {
 	var err error
 	m.once.Do(func() {
-		m.cancel()
-		m.wg.Wait()
-		if e := m.ml.Leave(2 * time.Second); e != nil {
-			err = fmt.Errorf("cluster: leave: %w", e)
-		}
+		err = m.Leave()
 		if e := m.ml.Shutdown(); e != nil && err == nil {
 			err = fmt.Errorf("cluster: shutdown: %w", e)
 		}
