@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// The shapes shared by the built-in scenarios: one region decides on a
+// 10 s window, several regions on a 1 m window (denial propagation needs a
+// window of at least a minute) with a global round every second.
+const (
+	regionWindow = 10 * time.Second
+	globalWindow = time.Minute
+	globalEvery  = time.Second
+)
+
+// Builtin returns the built-in scenarios, in the order of the accuracy
+// report. Each call returns fresh values.
+func Builtin() []Scenario {
+	region := func(name, desc string, nodes int, load float64, band Band, faults ...Fault) Scenario {
+		return Scenario{
+			Name: name, Description: desc, Regions: 1, Nodes: nodes, Limit: 100,
+			Window: regionWindow, Windows: 6, Load: load, Identifiers: 10, Faults: faults, Band: band,
+		}
+	}
+	regions := func(name, desc string, regions, nodes int, load float64, traffic Traffic, band Band, faults ...Fault) Scenario {
+		return Scenario{
+			Name: name, Description: desc, Regions: regions, Nodes: nodes, Limit: 100,
+			Window: globalWindow, Windows: 5, Load: load, Identifiers: 8, Traffic: traffic,
+			GlobalInterval: globalEvery, Faults: faults, Band: band,
+		}
+	}
+	return []Scenario{
+		region("one-node",
+			"One node on its origin at 2x the limit: the engine must make exactly the model's decisions.",
+			1, 2, Band{MinOverPct: 0, MaxOverPct: 0}),
+		region("region-1x",
+			"Three nodes of one region behind a random load balancer, at 1x the limit.",
+			3, 1, Band{MinOverPct: 0, MaxOverPct: 1}),
+		region("region-2x",
+			"Three nodes of one region behind a random load balancer, at 2x the limit.",
+			3, 2, Band{MinOverPct: 0, MaxOverPct: 1}),
+		region("region-10x",
+			"Three nodes of one region behind a random load balancer, at 10x the limit.",
+			3, 10, Band{MinOverPct: 0, MaxOverPct: 1}),
+		func() Scenario {
+			s := region("region-10x-no-margin",
+				"As region-10x with OriginMargin off: only strict mode, after a first denial, asks the origin; the first window leaks what the nodes admit on stale local views.",
+				3, 10, Band{MinOverPct: 0.1, MaxOverPct: 3})
+			s.OriginMargin = -1
+			return s
+		}(),
+		regions("burst-one-region",
+			"Three regions of two nodes; all traffic, at 10x the limit, hits the first region.",
+			3, 2, 10, TrafficOneRegion, Band{MinOverPct: 0, MaxOverPct: 1}),
+		regions("spread-3-regions",
+			"Traffic at 1.5x the limit spread evenly over three regions of one node each.",
+			3, 1, 1.5, TrafficEven, Band{MinOverPct: 0, MaxOverPct: 5}),
+		regions("spread-8-regions",
+			"Traffic at 1.5x the limit spread evenly over eight regions of one node each: each region stays under 20% of the limit (the free zone of a fixed publication floor).",
+			8, 1, 1.5, TrafficEven, Band{MinOverPct: 0, MaxOverPct: 5}),
+		region("origin-outage",
+			"Three nodes of one region at 2x the limit; the regional origin (Redis) is down from the middle of the third window to the middle of the fourth.",
+			3, 2, Band{MinOverPct: 3, MaxOverPct: 20},
+			Fault{Kind: OriginOutage, At: 25 * time.Second, Until: 35 * time.Second}),
+		regions("global-outage",
+			"Three regions of one node at 2x the limit spread evenly; the global store (MySQL) is down for the second and third windows.",
+			3, 1, 2, TrafficEven, Band{MinOverPct: 15, MaxOverPct: 60},
+			Fault{Kind: GlobalOutage, At: globalWindow, Until: 3 * globalWindow}),
+		region("node-restart",
+			"Three nodes of one region at 2x the limit; one node restarts in the middle of the third window.",
+			3, 2, Band{MinOverPct: 0, MaxOverPct: 1},
+			Fault{Kind: Restart, At: 25 * time.Second, Node: 0}),
+	}
+}
+
+// Find returns the built-in scenario called name.
+func Find(name string) (Scenario, bool) {
+	all := Builtin()
+	i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == name })
+	if i < 0 {
+		return Scenario{}, false
+	}
+	return all[i], true
+}

@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/origin"
+)
+
+// vclock is the virtual clock every node, origin and fault of a run reads.
+type vclock struct{ ms atomic.Int64 }
+
+func (c *vclock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+func (c *vclock) set(ms int64)   { c.ms.Store(ms) }
+func (c *vclock) milli() int64   { return c.ms.Load() }
+
+// outages is a schedule of intervals [from, until) of Unix ms.
+type outages [][2]int64
+
+func (o outages) at(ms int64) bool {
+	for _, iv := range o {
+		if ms >= iv[0] && ms < iv[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// originCounts counts the calls a region's nodes make to its origin.
+type originCounts struct {
+	loads, applies, decides, failed atomic.Int64
+}
+
+// faultyOrigin is a regional origin that counts its calls and fails every
+// one of them with origin.ErrUnavailable during its outages.
+type faultyOrigin struct {
+	origin.Origin
+	clock *vclock
+	down  outages
+	n     *originCounts
+}
+
+func (f *faultyOrigin) fail() bool {
+	if f.down.at(f.clock.milli()) {
+		f.n.failed.Add(1)
+		return true
+	}
+	return false
+}
+
+// Load implements [origin.Origin].
+func (f *faultyOrigin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Counts, error) {
+	f.n.loads.Add(1)
+	if f.fail() {
+		return origin.Counts{}, origin.ErrUnavailable
+	}
+	return f.Origin.Load(ctx, key, seq)
+}
+
+// Apply implements [origin.Origin].
+func (f *faultyOrigin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+	f.n.applies.Add(1)
+	if f.fail() {
+		return nil, origin.ErrUnavailable
+	}
+	return f.Origin.Apply(ctx, deltas)
+}
+
+// Decide implements [origin.Origin].
+func (f *faultyOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
+	f.n.decides.Add(1)
+	if f.fail() {
+		return origin.Verdict{}, origin.ErrUnavailable
+	}
+	return f.Origin.Decide(ctx, c)
+}
+
+// globalCounts counts the calls and rows of the global layer.
+type globalCounts struct {
+	calls, failed, published, denials atomic.Int64
+}
+
+// faultyGlobal is a global store that counts calls and rows written, and
+// fails every call with global.ErrUnavailable during its outages.
+type faultyGlobal struct {
+	global.Store
+	clock *vclock
+	down  outages
+	n     *globalCounts
+}
+
+func (f *faultyGlobal) fail() bool {
+	f.n.calls.Add(1)
+	if f.down.at(f.clock.milli()) {
+		f.n.failed.Add(1)
+		return true
+	}
+	return false
+}
+
+// Publish implements [global.Store].
+func (f *faultyGlobal) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	if f.fail() {
+		return global.ErrUnavailable
+	}
+	f.n.published.Add(int64(len(counts)))
+	return f.Store.Publish(ctx, region, counts, now)
+}
+
+// Announce implements [global.Store].
+func (f *faultyGlobal) Announce(ctx context.Context, region string, now int64) error {
+	if f.fail() {
+		return global.ErrUnavailable
+	}
+	return f.Store.Announce(ctx, region, now)
+}
+
+// Pull implements [global.Store].
+func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
+	if f.fail() {
+		return global.Pull{}, global.ErrUnavailable
+	}
+	return f.Store.Pull(ctx, region, cursor, now, activeFor)
+}
+
+// EmitDenials implements [global.Store].
+func (f *faultyGlobal) EmitDenials(ctx context.Context, denials []global.Denial) error {
+	if f.fail() {
+		return global.ErrUnavailable
+	}
+	f.n.denials.Add(int64(len(denials)))
+	return f.Store.EmitDenials(ctx, denials)
+}
+
+// Denials implements [global.Store].
+func (f *faultyGlobal) Denials(ctx context.Context, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+	if f.fail() {
+		return nil, cursor, global.ErrUnavailable
+	}
+	return f.Store.Denials(ctx, cursor, now)
+}
+
+// Cleanup implements [global.Store].
+func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, error) {
+	if f.fail() {
+		return 0, global.ErrUnavailable
+	}
+	return f.Store.Cleanup(ctx, now, batch)
+}

@@ -1,0 +1,46 @@
+package sim
+
+import "github.com/sluicehq/sluice/internal/window"
+
+// model is the exact single-node reference: the decision rule of
+// docs/consistency.md ("The decision") applied to the merged stream of
+// requests in time order, on integers (the previous cell is weighted with a
+// 128-bit product by internal/window). It holds every cell it has counted.
+type model struct {
+	d     int64 // window in ms
+	cells map[modelCell]int64
+}
+
+type modelCell struct {
+	id  int
+	seq int64
+}
+
+func newModel(d int64) *model { return &model{d: d, cells: make(map[modelCell]int64)} }
+
+// admit decides a request of cost on identifier id at Unix ms t under
+// limit, counts it if it passes, and reports whether it passed.
+func (m *model) admit(id int, t, limit, cost int64) bool {
+	p := window.At(t, m.d)
+	cur := modelCell{id, p.Seq}
+	before := p.Before(m.cells[cur], m.cells[modelCell{id, p.Seq - 1}])
+	if !window.Decide(before, limit, cost).Success {
+		return false
+	}
+	m.cells[cur] += cost
+	return true
+}
+
+// busiest returns the most admissions of one identifier within any span of
+// d milliseconds, half open, given their times in ascending order.
+func busiest(times []int64, d int64) int64 {
+	var best int64
+	lo := 0
+	for hi, t := range times {
+		for times[lo] <= t-d {
+			lo++
+		}
+		best = max(best, int64(hi-lo+1))
+	}
+	return best
+}

@@ -1,0 +1,435 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	globalmemory "github.com/sluicehq/sluice/global/memory"
+	originmemory "github.com/sluicehq/sluice/origin/memory"
+)
+
+// DefaultSeed is the seed of a run when none is given.
+const DefaultSeed uint64 = 1
+
+// Result is what one run of a scenario measured. Every figure is a
+// deterministic function of the scenario and the seed; floats are rounded
+// to a fixed number of decimals so that their text is stable.
+type Result struct {
+	Scenario    string  `json:"scenario"`
+	Description string  `json:"description"`
+	Seed        uint64  `json:"seed"`
+	Regions     int     `json:"regions"`
+	Nodes       int     `json:"nodes_per_region"`
+	Limit       int64   `json:"limit"`
+	Window      string  `json:"window"`
+	Windows     int     `json:"windows"`
+	Load        float64 `json:"load"`
+	Identifiers int     `json:"identifiers"`
+	Traffic     Traffic `json:"traffic"`
+	// ReplayInterval, GlobalInterval and OriginMargin are the scenario's,
+	// defaults applied.
+	ReplayInterval string  `json:"replay_interval"`
+	GlobalInterval string  `json:"global_interval,omitempty"`
+	OriginMargin   float64 `json:"origin_margin"`
+
+	// Requests is the number of requests sent; Admitted how many the
+	// simulated deployment admitted, Reference how many the exact
+	// single-node model admitted of the same stream.
+	Requests  int64 `json:"requests"`
+	Admitted  int64 `json:"admitted"`
+	Reference int64 `json:"reference"`
+	// DeltaPct is (Admitted - Reference) / Reference, in percent.
+	DeltaPct float64 `json:"delta_pct"`
+	// OverPct is what the deployment admitted above the reference, summed
+	// over every identifier's fixed windows where it admitted more, as a
+	// percentage of the reference; UnderPct likewise below it.
+	OverPct  float64 `json:"over_pct"`
+	UnderPct float64 `json:"under_pct"`
+	// WorstSpan is the most one identifier was admitted within any span of
+	// one window, as a multiple of its limit; WorstIdentifier is that
+	// identifier. ReferenceWorstSpan is the same figure for the model,
+	// which can exceed 1 too: the sliding window weights the previous cell
+	// as if its admissions were spread evenly.
+	WorstSpan          float64 `json:"worst_span"`
+	WorstIdentifier    string  `json:"worst_identifier"`
+	ReferenceWorstSpan float64 `json:"reference_worst_span"`
+
+	Origin OriginOps `json:"origin"`
+	Global GlobalOps `json:"global"`
+
+	// Identities holds the figures of each identifier.
+	Identities []Identity `json:"identities"`
+	// Series holds the admissions per fixed window (all identifiers
+	// together) of each node (one region) or each region; ReferenceSeries
+	// the model's.
+	Series          []Series `json:"series"`
+	ReferenceSeries []int64  `json:"reference_series"`
+
+	Band   Band `json:"band"`
+	InBand bool `json:"in_band"`
+}
+
+// OriginOps counts the calls the nodes made to their regional origins.
+type OriginOps struct {
+	Loads   int64 `json:"loads"`   // hydrations and refreshes
+	Applies int64 `json:"applies"` // replay calls
+	Decides int64 `json:"decides"` // decisions at the origin (strict mode, near the limit)
+	Failed  int64 `json:"failed"`  // calls refused by an outage
+	// PerRequest is all calls divided by the requests.
+	PerRequest float64 `json:"per_request"`
+}
+
+// GlobalOps counts the calls and rows of the global layer.
+type GlobalOps struct {
+	Calls         int64 `json:"calls"`
+	Failed        int64 `json:"failed"`
+	PublishedRows int64 `json:"published_rows"`
+	DenialRows    int64 `json:"denial_rows"`
+	// RowsPerRequest is the rows written divided by the requests.
+	RowsPerRequest float64 `json:"rows_per_request"`
+}
+
+// Identity holds the figures of one identifier.
+type Identity struct {
+	Identifier string  `json:"identifier"`
+	Admitted   int64   `json:"admitted"`
+	Reference  int64   `json:"reference"`
+	WorstSpan  float64 `json:"worst_span"`
+}
+
+// Series is one node's or region's admissions per fixed window.
+type Series struct {
+	Name     string  `json:"name"`
+	Admitted []int64 `json:"admitted"`
+}
+
+// MarshalJSON writes a Band with snake-case names.
+func (b Band) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"min_over_pct":%s,"max_over_pct":%s}`, fmtPct(b.MinOverPct), fmtPct(b.MaxOverPct)), nil
+}
+
+// node is one simulated process.
+type node struct {
+	region int
+	cfg    sluice.Config
+	l      *sluice.Limiter
+}
+
+// Run simulates s with the random source seeded by seed and returns what
+// it measured. The same scenario and seed always give the same Result.
+func Run(s Scenario, seed uint64) (Result, error) {
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	s = s.withDefaults()
+	if s.OriginMargin == 0 {
+		s.OriginMargin = sluice.DefaultOriginMargin
+	}
+	d := s.Window.Milliseconds()
+	clock := &vclock{}
+	start := (1_800_000_000_000 / d) * d // a window boundary in 2027
+	end := start + int64(s.Windows)*d
+	clock.set(start)
+
+	var originOutages = make([]outages, s.Regions)
+	var globalOutages outages
+	var restarts []Fault
+	for _, f := range s.Faults {
+		iv := [2]int64{start + f.At.Milliseconds(), start + f.Until.Milliseconds()}
+		switch f.Kind {
+		case OriginOutage:
+			for r := range s.Regions {
+				if len(f.Regions) == 0 || slices.Contains(f.Regions, r) {
+					originOutages[r] = append(originOutages[r], iv)
+				}
+			}
+		case GlobalOutage:
+			globalOutages = append(globalOutages, iv)
+		case Restart:
+			restarts = append(restarts, f)
+		}
+	}
+	slices.SortStableFunc(restarts, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
+
+	never := make(chan time.Time) // nothing is ever sent: the simulator drives replay and rounds
+	var gcounts globalCounts
+	var store *faultyGlobal
+	if s.Regions > 1 {
+		store = &faultyGlobal{Store: globalmemory.New(), clock: clock, down: globalOutages, n: &gcounts}
+	}
+	ocounts := make([]originCounts, s.Regions)
+	nodes := make([]*node, 0, s.Regions*s.Nodes)
+	for r := range s.Regions {
+		o := &faultyOrigin{Origin: originmemory.New(clock.now), clock: clock, down: originOutages[r], n: &ocounts[r]}
+		for range s.Nodes {
+			cfg := sluice.Config{
+				Region:          fmt.Sprintf("region-%d", r),
+				Origin:          o,
+				Clock:           clock.now,
+				ReplayTicks:     never,
+				ReplayInterval:  s.ReplayInterval,
+				OriginMargin:    s.OriginMargin,
+				OriginTimeout:   time.Minute, // the memory origin answers at once; no wall-clock deadline may decide
+				ReplayTimeout:   time.Minute,
+				FlushTimeout:    10 * time.Millisecond,
+				JanitorInterval: 24 * time.Hour, // no sweep on a wall-clock timer during a run
+			}
+			if store != nil {
+				cfg.Global = store
+				cfg.GlobalTicks = never
+				cfg.GlobalInterval = s.GlobalInterval
+				cfg.GlobalTimeout = time.Minute
+			}
+			n := &node{region: r, cfg: cfg}
+			if err := n.start(); err != nil {
+				closeAll(nodes)
+				return Result{}, err
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	defer closeAll(nodes)
+
+	ctx := context.Background()
+	sync := func(at int64) {
+		clock.set(at)
+		for _, n := range nodes {
+			_ = n.l.SyncGlobal(ctx) // a failed round is part of the scenario
+		}
+	}
+	gi := s.GlobalInterval.Milliseconds()
+	if store != nil {
+		// The deployment is running already: every region has announced
+		// itself and learnt how many regions there are.
+		sync(start - 2*gi)
+		sync(start - gi)
+	}
+
+	nextFlush, nextGlobal := start, start
+	ri := s.ReplayInterval.Milliseconds()
+	advance := func(to int64) error {
+		for {
+			at := nextFlush
+			if store != nil {
+				at = min(at, nextGlobal)
+			}
+			if len(restarts) > 0 {
+				at = min(at, start+restarts[0].At.Milliseconds())
+			}
+			if at > to {
+				return nil
+			}
+			clock.set(at)
+			switch {
+			case len(restarts) > 0 && start+restarts[0].At.Milliseconds() == at:
+				if err := nodes[restarts[0].Node].restart(); err != nil {
+					return err
+				}
+				restarts = restarts[1:]
+			case at == nextFlush:
+				for _, n := range nodes {
+					n.l.Flush()
+				}
+				nextFlush += ri
+			default:
+				sync(at)
+				nextGlobal += gi
+			}
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(seed, 0x5171ce))
+	rate := s.Load * float64(s.Limit) * float64(s.Identifiers) / float64(d) // requests per ms
+	ref := newModel(d)
+	series := make([][]int64, len(seriesNames(s)))
+	for i := range series {
+		series[i] = make([]int64, s.Windows)
+	}
+	refSeries := make([]int64, s.Windows)
+	type tally struct {
+		admitted, reference []int64 // per window
+		times, refTimes     []int64 // admission instants
+	}
+	ids := make([]tally, s.Identifiers)
+	for i := range ids {
+		ids[i] = tally{admitted: make([]int64, s.Windows), reference: make([]int64, s.Windows)}
+	}
+	var requests int64
+	pool := len(nodes)
+	if s.Traffic == TrafficOneRegion {
+		pool = s.Nodes
+	}
+	for t := float64(start); ; {
+		t += rng.ExpFloat64() / rate
+		ms := int64(t)
+		if ms >= end {
+			break
+		}
+		id := rng.IntN(s.Identifiers)
+		ni := rng.IntN(pool)
+		if err := advance(ms); err != nil {
+			return Result{}, err
+		}
+		clock.set(ms)
+		requests++
+		w := (ms - start) / d
+		res, err := nodes[ni].l.Ratelimit(ctx, sluice.Request{
+			Namespace: "sim", Identifier: identifier(id), Limit: s.Limit, Duration: s.Window, Cost: 1, Time: time.UnixMilli(ms),
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("sim: %s: request at %d ms: %w", s.Name, ms-start, err)
+		}
+		if res.Success {
+			ids[id].admitted[w]++
+			ids[id].times = append(ids[id].times, ms)
+			si := ni
+			if s.Regions > 1 {
+				si = nodes[ni].region
+			}
+			series[si][w]++
+		}
+		if ref.admit(id, ms, s.Limit, 1) {
+			ids[id].reference[w]++
+			ids[id].refTimes = append(ids[id].refTimes, ms)
+			refSeries[w]++
+		}
+	}
+
+	res := Result{
+		Scenario: s.Name, Description: s.Description, Seed: seed,
+		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: s.Window.String(), Windows: s.Windows,
+		Load: s.Load, Identifiers: s.Identifiers, Traffic: s.Traffic,
+		ReplayInterval: s.ReplayInterval.String(), OriginMargin: s.OriginMargin,
+		Requests: requests, ReferenceSeries: refSeries, Band: s.Band,
+	}
+	var over, under int64
+	var worst, refWorst int64
+	for i, tl := range ids {
+		idn := Identity{Identifier: identifier(i)}
+		for w := range s.Windows {
+			a, r := tl.admitted[w], tl.reference[w]
+			idn.Admitted += a
+			idn.Reference += r
+			over += max(0, a-r)
+			under += max(0, r-a)
+		}
+		b := busiest(tl.times, d)
+		idn.WorstSpan = ratio(b, s.Limit)
+		if b > worst {
+			worst, res.WorstIdentifier = b, idn.Identifier
+		}
+		refWorst = max(refWorst, busiest(tl.refTimes, d))
+		res.Admitted += idn.Admitted
+		res.Reference += idn.Reference
+		res.Identities = append(res.Identities, idn)
+	}
+	res.DeltaPct = pct(res.Admitted-res.Reference, res.Reference)
+	res.OverPct = pct(over, res.Reference)
+	res.UnderPct = pct(under, res.Reference)
+	res.WorstSpan = ratio(worst, s.Limit)
+	res.ReferenceWorstSpan = ratio(refWorst, s.Limit)
+	for i := range ocounts {
+		c := &ocounts[i]
+		res.Origin.Loads += c.loads.Load()
+		res.Origin.Applies += c.applies.Load()
+		res.Origin.Decides += c.decides.Load()
+		res.Origin.Failed += c.failed.Load()
+	}
+	res.Origin.PerRequest = ratio(res.Origin.Loads+res.Origin.Applies+res.Origin.Decides, requests)
+	res.Global = GlobalOps{
+		Calls: gcounts.calls.Load(), Failed: gcounts.failed.Load(),
+		PublishedRows: gcounts.published.Load(), DenialRows: gcounts.denials.Load(),
+	}
+	res.Global.RowsPerRequest = ratio(res.Global.PublishedRows+res.Global.DenialRows, requests)
+	for i, name := range seriesNames(s) {
+		res.Series = append(res.Series, Series{Name: name, Admitted: series[i]})
+	}
+	if s.Regions > 1 {
+		res.GlobalInterval = s.GlobalInterval.String()
+	}
+	res.InBand = s.Band.Contains(res.OverPct)
+	return res, nil
+}
+
+// start creates the node's limiter.
+func (n *node) start() error {
+	l, err := sluice.New(n.cfg)
+	if err != nil {
+		return fmt.Errorf("sim: starting a node of %s: %w", n.cfg.Region, err)
+	}
+	n.l = l
+	return nil
+}
+
+// restart closes the node's limiter, which replays what it has not yet
+// (unless the origin is down), and starts a fresh one in its place.
+func (n *node) restart() error {
+	_ = n.l.Close() // increments lost to an outage are part of the scenario
+	return n.start()
+}
+
+func closeAll(nodes []*node) {
+	for _, n := range nodes {
+		_ = n.l.Close()
+	}
+}
+
+// seriesNames names the series of a run: one per node with one region,
+// one per region otherwise.
+func seriesNames(s Scenario) []string {
+	var names []string
+	if s.Regions == 1 {
+		for i := range s.Nodes {
+			names = append(names, fmt.Sprintf("node-%d", i))
+		}
+		return names
+	}
+	for r := range s.Regions {
+		names = append(names, fmt.Sprintf("region-%d", r))
+	}
+	return names
+}
+
+func identifier(i int) string { return fmt.Sprintf("id-%03d", i) }
+
+// pct returns n/of in percent, rounded to 3 decimals (0 when of is 0).
+func pct(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return round(100*float64(n)/float64(of), 3)
+}
+
+// ratio returns n/of rounded to 4 decimals (0 when of is 0).
+func ratio(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return round(float64(n)/float64(of), 4)
+}
+
+func round(x float64, decimals int) float64 {
+	p := math.Pow10(decimals)
+	return math.Round(x*p) / p
+}
+
+// fmtPct formats a percentage with at most 3 decimals and no trailing zeros.
+func fmtPct(x float64) string {
+	s := fmt.Sprintf("%.3f", round(x, 3))
+	for s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	if s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}

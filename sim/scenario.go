@@ -1,0 +1,248 @@
+// Package sim runs Sluice's real engine in virtual time and measures how far
+// a distributed deployment strays from the exact single-node model.
+//
+// Every simulated node is a real *sluice.Limiter. The nodes of a region
+// share an in-process regional origin (origin/memory, standing in for
+// Redis) and the regions share an in-process global store (global/memory,
+// standing in for MySQL). All of them read one virtual clock. The simulator
+// generates the requests of a [Scenario] from a seeded random source, sends
+// each to a node, and drives replay (Limiter.Flush every replay interval)
+// and the global layer (Limiter.SyncGlobal every global interval) itself, in
+// a fixed order, so that a run is a deterministic function of its scenario
+// and seed. The same requests, merged in time order, go through an exact
+// sliding-window model (the decision rule of docs/consistency.md on
+// integers); [Result] compares the two.
+//
+// Faults are scheduled in virtual time: an origin outage (every origin call
+// fails with origin.ErrUnavailable), a global outage (every global call
+// fails with global.ErrUnavailable) and a node restart (the limiter is
+// closed and a fresh one takes its place on the same origin).
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Traffic says which nodes receive the requests of a scenario.
+type Traffic string
+
+const (
+	// TrafficEven sends every request to a node picked at random among all
+	// nodes of all regions.
+	TrafficEven Traffic = "even"
+	// TrafficOneRegion sends every request to a node picked at random among
+	// the nodes of the first region only.
+	TrafficOneRegion Traffic = "one-region"
+)
+
+// FaultKind names a scheduled fault.
+type FaultKind string
+
+const (
+	// OriginOutage makes every call to the regional origin of the chosen
+	// regions fail with origin.ErrUnavailable between At and Until.
+	OriginOutage FaultKind = "origin-outage"
+	// GlobalOutage makes every call to the global store fail with
+	// global.ErrUnavailable between At and Until.
+	GlobalOutage FaultKind = "global-outage"
+	// Restart closes one node at At (flushing what it has not replayed) and
+	// starts a fresh limiter on the same origin in its place.
+	Restart FaultKind = "restart"
+)
+
+// Fault is one scheduled fault. Times are offsets from the start of the run.
+type Fault struct {
+	Kind FaultKind
+	// At is when the fault starts (an outage) or happens (a restart).
+	At time.Duration
+	// Until ends an outage: calls fail in [At, Until).
+	Until time.Duration
+	// Regions are the indexes of the regions whose origin fails in an
+	// origin outage; empty means every region.
+	Regions []int
+	// Node is the index of the restarted node, counted over all regions in
+	// order (region 0's nodes first).
+	Node int
+}
+
+// Band is the range a scenario's over-admission percentage is expected to
+// stay in (see [Result.OverPct]), inclusive.
+type Band struct {
+	MinOverPct float64
+	MaxOverPct float64
+}
+
+// Contains reports whether pct lies in the band.
+func (b Band) Contains(pct float64) bool { return pct >= b.MinOverPct && pct <= b.MaxOverPct }
+
+func (b Band) String() string { return fmt.Sprintf("%s%% to %s%%", fmtPct(b.MinOverPct), fmtPct(b.MaxOverPct)) }
+
+// Scenario describes one simulated deployment and its traffic.
+type Scenario struct {
+	// Name identifies the scenario: lower-case letters, digits and dashes.
+	// It names the scenario's chart, NAME.svg.
+	Name        string
+	Description string
+	// Regions is the number of regions; Nodes the number of nodes in each.
+	Regions int
+	Nodes   int
+	// Limit is every identifier's limit per Window.
+	Limit int64
+	// Window is the rate-limit window; the run lasts Windows windows, from a
+	// window boundary.
+	Window  time.Duration
+	Windows int
+	// Load is the rate of requests of each identifier, as a multiple of
+	// its limit per window (2 sends twice as many requests as the limit
+	// admits). Requests arrive at random (exponential gaps), cost 1 each.
+	Load float64
+	// Identifiers is the number of identifiers sharing the traffic; each
+	// has its own counter and limit.
+	Identifiers int
+	// Traffic says which nodes receive the requests (default even).
+	Traffic Traffic
+	// ReplayInterval is the virtual time between two replays of every node
+	// (Limiter.Flush). Default 25ms.
+	ReplayInterval time.Duration
+	// GlobalInterval is the virtual time between two rounds of the global
+	// layer on every node (Limiter.SyncGlobal), with more than one region.
+	// Default 5s.
+	GlobalInterval time.Duration
+	// OriginMargin is each node's sluice.Config.OriginMargin: the share of
+	// the limit near which the origin decides. 0 takes the engine's
+	// default (0.2); a negative value turns it off.
+	OriginMargin float64
+	// Faults are scheduled in virtual time.
+	Faults []Fault
+	// Band is where the over-admission is expected to stay.
+	Band Band
+}
+
+// Defaults of the zero fields of a [Scenario].
+const (
+	DefaultReplayInterval = 25 * time.Millisecond
+	DefaultGlobalInterval = 5 * time.Second
+)
+
+// maxRequests bounds the requests of one run, so that a scenario file cannot
+// ask for hours of work by mistake.
+const maxRequests = 5_000_000
+
+// ErrInvalidScenario is returned, wrapped with the reason, for a scenario
+// that cannot run.
+var ErrInvalidScenario = errors.New("sim: invalid scenario")
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// withDefaults returns s with its zero optional fields set.
+func (s Scenario) withDefaults() Scenario {
+	if s.Traffic == "" {
+		s.Traffic = TrafficEven
+	}
+	if s.ReplayInterval == 0 {
+		s.ReplayInterval = DefaultReplayInterval
+	}
+	if s.GlobalInterval == 0 {
+		s.GlobalInterval = DefaultGlobalInterval
+	}
+	return s
+}
+
+// Duration returns the virtual time a run of s covers.
+func (s Scenario) Duration() time.Duration { return time.Duration(s.Windows) * s.Window }
+
+// Validate reports the first field of s that makes it unable to run, as a
+// [FieldError] wrapping [ErrInvalidScenario]. Zero optional fields are valid.
+func (s Scenario) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case !namePattern.MatchString(s.Name):
+		return bad("name", "%q is not lower-case letters, digits and dashes", s.Name)
+	case s.Regions < 1:
+		return bad("regions", "%d is below 1", s.Regions)
+	case s.Nodes < 1:
+		return bad("nodes", "%d is below 1", s.Nodes)
+	case s.Limit < 1:
+		return bad("limit", "%d is below 1", s.Limit)
+	case s.Window < time.Millisecond || s.Window%time.Millisecond != 0:
+		return bad("window", "%v is not a whole number of milliseconds of at least 1ms", s.Window)
+	case s.Windows < 1:
+		return bad("windows", "%d is below 1", s.Windows)
+	case !(s.Load > 0):
+		return bad("load", "%v is not above 0", s.Load)
+	case s.Identifiers < 1:
+		return bad("identifiers", "%d is below 1", s.Identifiers)
+	case s.Traffic != "" && s.Traffic != TrafficEven && s.Traffic != TrafficOneRegion:
+		return bad("traffic", "%q is neither %q nor %q", s.Traffic, TrafficEven, TrafficOneRegion)
+	case s.ReplayInterval < 0 || s.ReplayInterval%time.Millisecond != 0:
+		return bad("replay_interval", "%v is not a whole, non-negative number of milliseconds", s.ReplayInterval)
+	case s.GlobalInterval < 0 || s.GlobalInterval%time.Millisecond != 0:
+		return bad("global_interval", "%v is not a whole, non-negative number of milliseconds", s.GlobalInterval)
+	case s.OriginMargin > 1:
+		return bad("origin_margin", "%v is above 1", s.OriginMargin)
+	case s.Band.MinOverPct > s.Band.MaxOverPct:
+		return bad("band", "min %v is above max %v", s.Band.MinOverPct, s.Band.MaxOverPct)
+	}
+	if n := s.Load * float64(s.Limit) * float64(s.Windows) * float64(s.Identifiers); n > maxRequests {
+		return bad("load", "the run would send about %.0f requests, more than %d", n, maxRequests)
+	}
+	for i, f := range s.Faults {
+		if err := f.validate(s); err != nil {
+			return &FieldError{Field: fmt.Sprintf("faults[%d].%s", i, err.Field), Err: err.Err}
+		}
+	}
+	return nil
+}
+
+func (f Fault) validate(s Scenario) *FieldError {
+	bad := func(field, format string, args ...any) *FieldError {
+		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case f.Kind != OriginOutage && f.Kind != GlobalOutage && f.Kind != Restart:
+		return bad("kind", "%q is not %q, %q or %q", f.Kind, OriginOutage, GlobalOutage, Restart)
+	case f.At < 0 || f.At > s.Duration():
+		return bad("at", "%v is outside the run (0 to %v)", f.At, s.Duration())
+	case f.Kind != Restart && f.Until <= f.At:
+		return bad("until", "%v is not after at (%v)", f.Until, f.At)
+	case f.Kind == Restart && (f.Node < 0 || f.Node >= s.Regions*s.Nodes):
+		return bad("node", "%d is not a node (0 to %d)", f.Node, s.Regions*s.Nodes-1)
+	case f.Kind == GlobalOutage && s.Regions < 2:
+		return bad("kind", "a global outage needs at least 2 regions")
+	}
+	for j, r := range f.Regions {
+		if r < 0 || r >= s.Regions {
+			return bad(fmt.Sprintf("regions[%d]", j), "%d is not a region (0 to %d)", r, s.Regions-1)
+		}
+	}
+	return nil
+}
+
+// FieldError is an error about one field of a scenario: it names the file and
+// line of the field in a scenario file (none for a scenario built in code)
+// and matches [ErrInvalidScenario] with errors.Is.
+type FieldError struct {
+	File  string
+	Line  int
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	switch {
+	case e.File != "" && e.Line > 0:
+		return fmt.Sprintf("sim: %s:%d: field %s: %v", e.File, e.Line, e.Field, e.Err)
+	case e.File != "":
+		return fmt.Sprintf("sim: %s: field %s: %v", e.File, e.Field, e.Err)
+	default:
+		return fmt.Sprintf("sim: invalid scenario: field %s: %v", e.Field, e.Err)
+	}
+}
+
+// Unwrap returns [ErrInvalidScenario] and the reason.
+func (e *FieldError) Unwrap() []error { return []error{ErrInvalidScenario, e.Err} }

@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestBuiltinScenarios runs every built-in scenario with two seeds: each run
+// must stay in its scenario's band, a second run with the same seed must
+// give a deeply equal Result, and the other seed must change the figures.
+// A regression that takes a scenario out of its band fails here.
+func TestBuiltinScenarios(t *testing.T) {
+	for _, s := range Builtin() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			first, err := Run(s, DefaultSeed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := Run(s, DefaultSeed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(first, again) {
+				t.Errorf("two runs with seed %d differ:\n%+v\n%+v", DefaultSeed, first, again)
+			}
+			other, err := Run(s, DefaultSeed+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Requests == other.Requests && reflect.DeepEqual(first.Series, other.Series) {
+				t.Errorf("seeds %d and %d gave the same requests and series", DefaultSeed, DefaultSeed+1)
+			}
+			for _, r := range []Result{first, other} {
+				t.Logf("seed %d: %d requests, admitted %d, reference %d, over %v%%, under %v%%, worst span %v (model %v), origin calls/request %v, global rows/request %v",
+					r.Seed, r.Requests, r.Admitted, r.Reference, r.OverPct, r.UnderPct, r.WorstSpan, r.ReferenceWorstSpan, r.Origin.PerRequest, r.Global.RowsPerRequest)
+				if !r.InBand || !s.Band.Contains(r.OverPct) {
+					t.Errorf("seed %d: over-admission %v%% is outside the band %v", r.Seed, r.OverPct, s.Band)
+				}
+				if r.Reference == 0 || r.Admitted == 0 {
+					t.Errorf("seed %d: nothing admitted (engine %d, model %d)", r.Seed, r.Admitted, r.Reference)
+				}
+			}
+		})
+	}
+}
+
+// TestRunCountsWhatItSends checks the bookkeeping of a Result against
+// itself: the series add up to the admissions, identities to the totals,
+// and the model never admits more than the limit in a fixed window.
+func TestRunCountsWhatItSends(t *testing.T) {
+	s, _ := Find("region-2x")
+	r, err := Run(s, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series, ref, ids int64
+	for _, sr := range r.Series {
+		if len(sr.Admitted) != s.Windows {
+			t.Fatalf("series %s has %d windows, want %d", sr.Name, len(sr.Admitted), s.Windows)
+		}
+		for _, n := range sr.Admitted {
+			series += n
+		}
+	}
+	for _, n := range r.ReferenceSeries {
+		ref += n
+		if n > s.Limit*int64(s.Identifiers) {
+			t.Errorf("the model admitted %d in one window, above %d identifiers × %d", n, s.Identifiers, s.Limit)
+		}
+	}
+	for _, id := range r.Identities {
+		ids += id.Admitted
+	}
+	if series != r.Admitted || ids != r.Admitted || ref != r.Reference {
+		t.Errorf("series %d, identities %d, admitted %d; reference series %d, reference %d", series, ids, r.Admitted, ref, r.Reference)
+	}
+	// About Load × Limit × Windows × Identifiers requests (Poisson).
+	want := s.Load * float64(s.Limit*int64(s.Windows*s.Identifiers))
+	if got := float64(r.Requests); got < 0.9*want || got > 1.1*want {
+		t.Errorf("%d requests, want about %.0f", r.Requests, want)
+	}
+}
+
+func TestModel(t *testing.T) {
+	m := newModel(10) // 10 ms windows
+	// Window 0: 4 of a limit of 4 pass at t=1..4, the 5th is denied.
+	for i, want := range []bool{true, true, true, true, false} {
+		if got := m.admit(0, int64(1+i), 4, 1); got != want {
+			t.Fatalf("request %d at t=%d: %v, want %v", i, 1+i, got, want)
+		}
+	}
+	// t=15: elapsed 5 of 10, the previous cell weighs floor(4*5/10) = 2.
+	for i, want := range []bool{true, true, false} {
+		if got := m.admit(0, 15, 4, 1); got != want {
+			t.Fatalf("request %d at t=15: %v, want %v", i, got, want)
+		}
+	}
+	// Another identifier has its own counter.
+	if !m.admit(1, 15, 1, 1) || m.admit(1, 15, 1, 1) {
+		t.Error("identifier 1 with a limit of 1: want one pass, then a denial")
+	}
+}
+
+func TestBusiest(t *testing.T) {
+	tests := []struct {
+		times []int64
+		d     int64
+		want  int64
+	}{
+		{nil, 10, 0},
+		{[]int64{5}, 10, 1},
+		{[]int64{0, 9, 10, 19}, 10, 2}, // [0,10) holds 0 and 9; [9,19) holds 9 and 10
+		{[]int64{0, 1, 2, 3, 20}, 10, 4},
+		{[]int64{0, 5, 9, 14, 15}, 10, 3},
+	}
+	for _, tc := range tests {
+		if got := busiest(tc.times, tc.d); got != tc.want {
+			t.Errorf("busiest(%v, %d) = %d, want %d", tc.times, tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	valid, _ := Find("region-2x")
+	multi, _ := Find("global-outage")
+	tests := []struct {
+		field string
+		edit  func(*Scenario)
+	}{
+		{"name", func(s *Scenario) { s.Name = "Has Spaces" }},
+		{"regions", func(s *Scenario) { s.Regions = 0 }},
+		{"nodes", func(s *Scenario) { s.Nodes = -1 }},
+		{"limit", func(s *Scenario) { s.Limit = 0 }},
+		{"window", func(s *Scenario) { s.Window = 1500 * time.Microsecond }},
+		{"windows", func(s *Scenario) { s.Windows = 0 }},
+		{"load", func(s *Scenario) { s.Load = 0 }},
+		{"load", func(s *Scenario) { s.Load = 1e9 }},
+		{"identifiers", func(s *Scenario) { s.Identifiers = 0 }},
+		{"traffic", func(s *Scenario) { s.Traffic = "random" }},
+		{"replay_interval", func(s *Scenario) { s.ReplayInterval = -time.Second }},
+		{"origin_margin", func(s *Scenario) { s.OriginMargin = 2 }},
+		{"band", func(s *Scenario) { s.Band = Band{MinOverPct: 5, MaxOverPct: 1} }},
+		{"faults[0].kind", func(s *Scenario) { s.Faults = []Fault{{Kind: "flood"}} }},
+		{"faults[0].kind", func(s *Scenario) { s.Faults = []Fault{{Kind: GlobalOutage, Until: time.Second}} }},
+		{"faults[0].until", func(s *Scenario) { s.Faults = []Fault{{Kind: OriginOutage, At: time.Second, Until: time.Second}} }},
+		{"faults[0].at", func(s *Scenario) { s.Faults = []Fault{{Kind: Restart, At: time.Hour}} }},
+		{"faults[0].node", func(s *Scenario) { s.Faults = []Fault{{Kind: Restart, Node: 3}} }},
+		{"faults[1].regions[0]", func(s *Scenario) {
+			s.Faults = []Fault{{Kind: Restart}, {Kind: OriginOutage, Until: time.Second, Regions: []int{1}}}
+		}},
+	}
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("built-in scenario: %v", err)
+	}
+	if err := multi.Validate(); err != nil {
+		t.Fatalf("built-in scenario: %v", err)
+	}
+	for _, tc := range tests {
+		s := valid
+		tc.edit(&s)
+		err := s.Validate()
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, ErrInvalidScenario) {
+			t.Errorf("want an invalid-scenario error on field %s, got %v", tc.field, err)
+			continue
+		}
+		if _, err := Run(s, 1); !errors.Is(err, ErrInvalidScenario) {
+			t.Errorf("Run of an invalid scenario (%s): %v", tc.field, err)
+		}
+	}
+}
+
+func TestFmtPct(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 1.5: "1.5", 0.1234: "0.123", -0.0001: "0", 40: "40", 2.0005: "2.001"} {
+		if got := fmtPct(in); got != want {
+			t.Errorf("fmtPct(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
