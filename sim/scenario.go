@@ -78,7 +78,9 @@ type Band struct {
 // Contains reports whether pct lies in the band.
 func (b Band) Contains(pct float64) bool { return pct >= b.MinOverPct && pct <= b.MaxOverPct }
 
-func (b Band) String() string { return fmt.Sprintf("%s%% to %s%%", fmtPct(b.MinOverPct), fmtPct(b.MaxOverPct)) }
+func (b Band) String() string {
+	return fmt.Sprintf("%s%% to %s%%", fmtPct(b.MinOverPct), fmtPct(b.MaxOverPct))
+}
 
 // Scenario describes one simulated deployment and its traffic.
 type Scenario struct {
