@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -382,4 +383,23 @@ func lineWith(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// TestHangupWithoutReloads sends SIGHUP to a server with nothing to reload:
+// it logs so and goes on serving.
+func TestHangupWithoutReloads(t *testing.T) {
+	n := start(t, nil)
+	if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(n.logs(), "SIGHUP: nothing to reload") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line after SIGHUP:\n%s", n.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := n.do("GET", "/v2/liveness", "", "", nil); r.Code != http.StatusOK {
+		t.Fatalf("after SIGHUP: %d", r.Code)
+	}
 }

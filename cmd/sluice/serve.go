@@ -251,7 +251,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(ln) }()
-	hup.listen(ctx, &cl)
+	hup.listen(ctx, log, &cl)
 	ready.listen()
 	log.Info("listening", "addr", ln.Addr().String(), "tls", certs != nil, "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeKind(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
 
