@@ -6,9 +6,12 @@ PKGS    ?= ./...
 
 .PHONY: test services unit bench lint run
 
+# Packages run one at a time (-p 1): several hold real-time load tests
+# (accuracy against the reference model over real processes) that would
+# starve each other on a small machine.
 test: services
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -p 1 -timeout 15m $(PKGS)
 
 services:
 	scripts/services.sh

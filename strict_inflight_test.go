@@ -34,7 +34,8 @@ func (h *heldOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, err
 // already, whether or not its replay has landed.
 func TestOriginDecisionSeesReplayInFlight(t *testing.T) {
 	held := &heldOrigin{Origin: memory.New(nil), applying: make(chan struct{}), release: make(chan struct{})}
-	l := newLimiter(t, sluice.Config{Origin: held, RefreshAfter: time.Hour})
+	// A margin of 10%: units 1-9 are admitted locally, the 10th and after at the origin.
+	l := newLimiter(t, sluice.Config{Origin: held, RefreshAfter: time.Hour, OriginMargin: 0.1})
 	defer close(held.release) // before the limiter's Close, which flushes
 	ctx := context.Background()
 	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
