@@ -131,7 +131,7 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 					}
 					if local := c.committed(); local > total {
 						t.Fatalf("step %d (%s): node %d holds %d committed on %v/%d, the region admitted %d",
-							step, did, i, local, cell.Key.Identifier, cell.Sequence, total)
+							step, did, i, local, cell.Identifier, cell.Sequence, total)
 					}
 				}
 			}

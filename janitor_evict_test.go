@@ -72,11 +72,11 @@ func TestEvictionSparesStrictAndPendingCells(t *testing.T) {
 		r := Request{Namespace: "n", Identifier: strconv.Itoa(i), Limit: 10, Duration: time.Hour, Time: time.UnixMilli(now)}
 		q, _ := resolve(&r, nil)
 		c := l.cells.loadOrCreate(l.cells.keyHash(q.key), q.current(), 1)
-		switch {
-		case i%20 == 0:
+		switch i % 20 {
+		case 0:
 			c.raiseStrict(now + 1000)
 			strict = append(strict, c)
-		case i%20 == 1:
+		case 1:
 			c.pending.Store(3)
 			pending = append(pending, c)
 		}

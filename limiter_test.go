@@ -238,9 +238,6 @@ func (c *countingOrigin) Decide(ctx context.Context, ch origin.Check) (origin.Ve
 	return c.Origin.Decide(ctx, ch)
 }
 
-// calls returns the synchronous calls made so far: loads and decisions.
-func (c *countingOrigin) calls() int64 { return c.loads.Load() + c.decides.Load() }
-
 // TestStrictModeDecidesAtOrigin checks that after a denial, and until t+d
 // across the cell rollover, a request the local view would admit is decided
 // by the origin, while denials and peeks never wait on it; and that a cost

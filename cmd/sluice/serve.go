@@ -40,8 +40,6 @@ import (
 // restores Go's default; GOMEMLIMIT caps the heap whatever GOGC says.
 const defaultGCPercent = 200
 
-// errNotAvailable marks a configured feature this build does not include.
-var errNotAvailable = errors.New("not available in this build")
 
 // serveCmd holds the flags of `sluice serve`. Defaults are in the tags.
 type serveCmd struct {

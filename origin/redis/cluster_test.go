@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,16 +49,28 @@ func clusterClient(t testing.TB) *goredis.ClusterClient {
 // its replicas.
 func masterOf(t testing.TB, c *goredis.ClusterClient, slot int64) (master, replica string) {
 	t.Helper()
-	slots, err := c.ClusterSlots(context.Background()).Result()
+	shards, err := c.ClusterShards(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			if len(s.Nodes) < 2 {
-				t.Fatalf("slot %d is served by %v: no replica", slot, s.Nodes)
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(r.Start) > slot || slot > int64(r.End) {
+				continue
 			}
-			return s.Nodes[0].Addr, s.Nodes[1].Addr
+			for _, n := range sh.Nodes {
+				addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				switch {
+				case n.Role == "master" && master == "":
+					master = addr
+				case n.Role == "replica" && replica == "":
+					replica = addr
+				}
+			}
+			if master == "" || replica == "" {
+				t.Fatalf("slot %d is served by %+v: want a master and a replica", slot, sh.Nodes)
+			}
+			return master, replica
 		}
 	}
 	t.Fatalf("no node serves slot %d", slot)

@@ -73,8 +73,8 @@ func TestDecideMatchesWindowArithmetic(t *testing.T) {
 		{name: "cost above the limit, then one that fits", d: time.Second, asks: asks(5, 6, 5, 5)},
 		{name: "last millisecond of a cell", d: time.Minute, elapsed: 59999, prev: 60000, asks: asks(2, 1, 2, 1)},
 		{name: "thirty-day window, huge previous cell", d: thirtyDays, elapsed: 1, prev: big - 5, asks: asks(big, 1)},
-		{name: "thirty-day window, weight just under the limit", d: thirtyDays, elapsed: 1_296_000_000, prev: 2 * (big / 2), asks: asks(big/2 + 3, 3, big/2 + 3, 1)},
-		{name: "longest window a Duration holds", d: math.MaxInt64 / time.Millisecond * time.Millisecond, elapsed: 1<<42 + 12345, prev: big, asks: asks(big, 1 << 51, big, 1)},
+		{name: "thirty-day window, weight just under the limit", d: thirtyDays, elapsed: 1_296_000_000, prev: 2 * (big / 2), asks: asks(big/2+3, 3, big/2+3, 1)},
+		{name: "longest window a Duration holds", d: math.MaxInt64 / time.Millisecond * time.Millisecond, elapsed: 1<<42 + 12345, prev: big, asks: asks(big, 1<<51, big, 1)},
 		{name: "limits near 2^53", d: time.Hour, elapsed: 1, cur: big - 10, asks: asks(big, 9, big, 1, big, 1)},
 	}
 	for i, tc := range tests {
@@ -140,8 +140,8 @@ func TestDecideRejectsInexactChecks(t *testing.T) {
 		c    origin.Check
 		want error
 	}{
-		{"limit of 2^53", origin.Check{Key: key, Asks: asks(1 << 53, 1)}, ErrInexact},
-		{"cost of 2^53", origin.Check{Key: key, Asks: asks(1, 1 << 53)}, ErrInexact},
+		{"limit of 2^53", origin.Check{Key: key, Asks: asks(1<<53, 1)}, ErrInexact},
+		{"cost of 2^53", origin.Check{Key: key, Asks: asks(1, 1<<53)}, ErrInexact},
 		{"pending of 2^53", origin.Check{Key: key, Pending: 1 << 53}, ErrInexact},
 		{"elapsed past the cell", origin.Check{Key: key, Elapsed: 60000}, ErrInvalidCell},
 		{"no previous cell", origin.Check{Key: key, Seq: math.MinInt64}, ErrInvalidCell},
