@@ -40,7 +40,6 @@ import (
 // restores Go's default; GOMEMLIMIT caps the heap whatever GOGC says.
 const defaultGCPercent = 200
 
-
 // serveCmd holds the flags of `sluice serve`. Defaults are in the tags.
 type serveCmd struct {
 	HTTPAddr        string        `name:"http-addr" default:"127.0.0.1:7070" help:"Address of the HTTP API (HTTP/1.1 and h2c; with --tls-cert, TLS with HTTP/1.1 and HTTP/2). Port 0 picks a free port (logged)."`
