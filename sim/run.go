@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -60,6 +61,9 @@ type Result struct {
 	WorstIdentifier    string  `json:"worst_identifier"`
 	ReferenceWorstSpan float64 `json:"reference_worst_span"`
 
+	// Faults are the scenario's faults, as run.
+	Faults []FaultSpan `json:"faults,omitempty"`
+
 	Origin OriginOps `json:"origin"`
 	Global GlobalOps `json:"global"`
 
@@ -73,6 +77,15 @@ type Result struct {
 
 	Band   Band `json:"band"`
 	InBand bool `json:"in_band"`
+}
+
+// FaultSpan is one fault of a run: what failed, and when, in milliseconds
+// from the start (an outage covers [AtMs, UntilMs); a restart has no end).
+type FaultSpan struct {
+	Kind    FaultKind `json:"kind"`
+	What    string    `json:"what"`
+	AtMs    int64     `json:"at_ms"`
+	UntilMs int64     `json:"until_ms,omitempty"`
 }
 
 // OriginOps counts the calls the nodes made to their regional origins.
@@ -303,9 +316,9 @@ func Run(s Scenario, seed uint64) (Result, error) {
 
 	res := Result{
 		Scenario: s.Name, Description: s.Description, Seed: seed,
-		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: s.Window.String(), Windows: s.Windows,
+		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: fmtDuration(s.Window), Windows: s.Windows,
 		Load: s.Load, Identifiers: s.Identifiers, Traffic: s.Traffic,
-		ReplayInterval: s.ReplayInterval.String(), OriginMargin: s.OriginMargin,
+		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
 		Requests: requests, ReferenceSeries: refSeries, Band: s.Band,
 	}
 	var over, under int64
@@ -351,7 +364,10 @@ func Run(s Scenario, seed uint64) (Result, error) {
 		res.Series = append(res.Series, Series{Name: name, Admitted: series[i]})
 	}
 	if s.Regions > 1 {
-		res.GlobalInterval = s.GlobalInterval.String()
+		res.GlobalInterval = fmtDuration(s.GlobalInterval)
+	}
+	for _, f := range s.Faults {
+		res.Faults = append(res.Faults, f.span())
 	}
 	res.InBand = s.Band.Contains(res.OverPct)
 	return res, nil
@@ -430,6 +446,38 @@ func fmtPct(x float64) string {
 	}
 	if s == "-0" {
 		s = "0"
+	}
+	return s
+}
+
+// span describes f for a Result.
+func (f Fault) span() FaultSpan {
+	sp := FaultSpan{Kind: f.Kind, AtMs: f.At.Milliseconds()}
+	switch f.Kind {
+	case Restart:
+		sp.What = fmt.Sprintf("node-%d restarts", f.Node)
+		return sp
+	case GlobalOutage:
+		sp.What = "global store down"
+	default:
+		sp.What = "origin down"
+		if len(f.Regions) > 0 {
+			sp.What = fmt.Sprintf("origin of regions %v down", f.Regions)
+		}
+	}
+	sp.UntilMs = f.Until.Milliseconds()
+	return sp
+}
+
+// fmtDuration formats d as time.Duration does, without zero trailing
+// units: 1m rather than 1m0s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

@@ -1,0 +1,323 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Report is the results of one invocation: every scenario run with one seed.
+type Report struct {
+	Seed    uint64   `json:"seed"`
+	Results []Result `json:"scenarios"`
+}
+
+// Failed returns the names of the scenarios that left their band.
+func (r Report) Failed() []string {
+	var out []string
+	for _, res := range r.Results {
+		if !res.InBand {
+			out = append(out, res.Scenario)
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the report as indented JSON (results.json).
+func (r Report) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("sim: encoding results: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("sim: writing results: %w", err)
+	}
+	return nil
+}
+
+// WriteSummary writes the summary table of the report in Markdown.
+func (r Report) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| scenario | topology | load | admitted / reference | over | under | worst span (model) | origin calls / request | global rows / request | band | in band |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "| %s | %s | %s× | %d / %d | %s%% | %s%% | %s× (%s×) | %s | %s | %s | %s |\n",
+			res.Scenario, topology(res), fmtNum(res.Load), res.Admitted, res.Reference,
+			fmtPct(res.OverPct), fmtPct(res.UnderPct), fmtNum(res.WorstSpan), fmtNum(res.ReferenceWorstSpan),
+			fmtNum(res.Origin.PerRequest), fmtNum(res.Global.RowsPerRequest), res.Band, yesNo(res.InBand))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("sim: writing the summary: %w", err)
+	}
+	return nil
+}
+
+// WriteMarkdown writes report.md: the summary table, then a section per
+// scenario with its figures and its chart (NAME.svg, beside the report).
+func (r Report) WriteMarkdown(w io.Writer) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Simulated accuracy (seed %d)\n\n", r.Seed)
+	b.WriteString("Written by `sluice sim` ([docs/sim.md](../sim.md) explains the simulation and every figure). ")
+	b.WriteString("Over-admission is what the deployment admitted above the exact single-node model, ")
+	b.WriteString("per identifier and fixed window, as a share of what the model admitted.\n\n")
+	if err := r.WriteSummary(&b); err != nil {
+		return err
+	}
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", res.Scenario, res.Description)
+		b.WriteString("| figure | value |\n|---|---|\n")
+		row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
+		row("topology", "%s, traffic %s, replay every %s", topology(res), res.Traffic, res.ReplayInterval)
+		if res.GlobalInterval != "" {
+			row("global layer", "a round every %s", res.GlobalInterval)
+		}
+		row("limit", "%d per %s for each of %d identifiers, %d windows", res.Limit, res.Window, res.Identifiers, res.Windows)
+		row("load", "%s× the limit: %d requests", fmtNum(res.Load), res.Requests)
+		row("admitted / reference", "%d / %d (%s%s%%)", res.Admitted, res.Reference, sign(res.DeltaPct), fmtPct(res.DeltaPct))
+		row("over / under", "%s%% / %s%%", fmtPct(res.OverPct), fmtPct(res.UnderPct))
+		row("worst span", "%s× the limit (%s; the model %s×)", fmtNum(res.WorstSpan), res.WorstIdentifier, fmtNum(res.ReferenceWorstSpan))
+		row("origin calls", "%d loads, %d applies, %d decides (%d refused by an outage): %s per request",
+			res.Origin.Loads, res.Origin.Applies, res.Origin.Decides, res.Origin.Failed, fmtNum(res.Origin.PerRequest))
+		if res.Regions > 1 {
+			row("global store", "%d calls (%d refused by an outage), %d count rows, %d denial rows: %s rows per request",
+				res.Global.Calls, res.Global.Failed, res.Global.PublishedRows, res.Global.DenialRows, fmtNum(res.Global.RowsPerRequest))
+		}
+		row("band", "%s: %s", res.Band, map[bool]string{true: "in band", false: "**out of band**"}[res.InBand])
+		fmt.Fprintf(&b, "\n![%s: admitted per window against the limit](%s.svg)\n", res.Scenario, res.Scenario)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("sim: writing the report: %w", err)
+	}
+	return nil
+}
+
+// WriteFiles writes report.md, results.json and one NAME.svg per scenario
+// into dir, creating it if needed.
+func (r Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	write := func(name string, render func(io.Writer) error) error {
+		var b bytes.Buffer
+		if err := render(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		return nil
+	}
+	if err := write("report.md", r.WriteMarkdown); err != nil {
+		return err
+	}
+	if err := write("results.json", r.WriteJSON); err != nil {
+		return err
+	}
+	for _, res := range r.Results {
+		if err := write(res.Scenario+".svg", res.WriteSVG); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func topology(r Result) string {
+	return fmt.Sprintf("%d %s × %d %s", r.Regions, plural(r.Regions, "region", "regions"), r.Nodes, plural(r.Nodes, "node", "nodes"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func sign(x float64) string {
+	if fmtPct(x) != "0" && x > 0 {
+		return "+"
+	}
+	return ""
+}
+
+// fmtNum formats a figure with at most 4 decimals and no trailing zeros.
+func fmtNum(x float64) string {
+	s := fmt.Sprintf("%.4f", round(x, 4))
+	s = strings.TrimRight(s, "0")
+	s = strings.TrimSuffix(s, ".")
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+// The chart's geometry, in SVG user units.
+const (
+	svgW, svgH                           = 800.0, 440.0
+	plotL, plotR, plotT, plotB           = 80.0, 590.0, 70.0, 370.0
+	legendX                              = 610.0
+	colorLimit, colorTotal, colorModel   = "#d62728", "#111111", "#7f7f7f"
+	fontFamily                           = "DejaVu Sans, Helvetica, Arial, sans-serif"
+	svgHeader                            = `<svg xmlns="http://www.w3.org/2000/svg" width="800" height="440" viewBox="0 0 800 440" font-family="` + fontFamily + `">`
+	gridColor                            = "#dddddd"
+	axisColor                            = "#333333"
+	markerRadius                         = 3.5
+	thinStroke, thickStroke, limitStroke = 1.5, 3.0, 2.0
+)
+
+// palette colours the series of nodes or regions.
+var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"}
+
+// WriteSVG draws the run's chart: admitted per fixed window, as the mean
+// over identifiers, of each node (or region), their total and the exact
+// model, against the limit line, with axes, a legend and a title.
+func (r Result) WriteSVG(w io.Writer) error {
+	var b bytes.Buffer
+	n := len(r.ReferenceSeries)
+	ids := float64(max(r.Identifiers, 1))
+	total := make([]float64, n)
+	for _, s := range r.Series {
+		for i, v := range s.Admitted {
+			total[i] += float64(v) / ids
+		}
+	}
+	top := float64(r.Limit)
+	for i := range n {
+		top = max(top, total[i], float64(r.ReferenceSeries[i])/ids)
+	}
+	step := niceStep(top * 1.15 / 5)
+	yMax := math.Ceil(top*1.15/step) * step
+	x := func(i int) float64 { return plotL + (float64(i)+0.5)*(plotR-plotL)/float64(n) }
+	y := func(v float64) float64 { return plotB - v/yMax*(plotB-plotT) }
+
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + svgHeader + "\n")
+	fmt.Fprintf(&b, "<title>%s</title>\n<desc>%s</desc>\n", esc(r.Scenario+": admitted per window against the limit"), esc(r.Description))
+	fmt.Fprintf(&b, `<rect width="%g" height="%g" fill="#ffffff"/>`+"\n", svgW, svgH)
+	fmt.Fprintf(&b, `<text x="%g" y="28" font-size="18" font-weight="bold">%s</text>`+"\n", plotL, esc(r.Scenario+": admitted per window vs. the limit"))
+	who := "nodes"
+	if r.Regions > 1 {
+		who = "regions"
+	}
+	fmt.Fprintf(&b, `<text x="%g" y="50" font-size="12" fill="#444444">%s</text>`+"\n", plotL, esc(fmt.Sprintf(
+		"%s, %s× the limit, mean of %d identifiers; over-admission %s%% (band %s)",
+		topology(r), fmtNum(r.Load), r.Identifiers, fmtPct(r.OverPct), r.Band)))
+
+	// Grid, y ticks and axes.
+	for v := 0.0; v <= yMax+step/2; v += step {
+		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", plotL, y(v), plotR, y(v), gridColor)
+		fmt.Fprintf(&b, `<text x="%g" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", plotL-8, y(v)+4, fmtNum(v))
+	}
+	for i := range n {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="12" text-anchor="middle">%d</text>`+"\n", x(i), plotB+18, i+1)
+	}
+	fmt.Fprintf(&b, `<polyline points="%g,%g %g,%g %g,%g" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", plotL, plotT, plotL, plotB, plotR, plotB, axisColor)
+	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="13" text-anchor="middle">%s</text>`+"\n", (plotL+plotR)/2, plotB+42, esc("window ("+r.Window+" each)"))
+	fmt.Fprintf(&b, `<text x="20" y="%g" font-size="13" text-anchor="middle" transform="rotate(-90 20 %g)">admitted per identifier per window</text>`+"\n", (plotT+plotB)/2, (plotT+plotB)/2)
+
+	// Faults: outages shaded, restarts as a vertical line, each labelled.
+	xt := func(ms int64) float64 {
+		return plotL + float64(ms)/float64(windowMs(r))*(plotR-plotL)/float64(n)
+	}
+	for i, f := range r.Faults {
+		x0 := xt(f.AtMs)
+		if f.UntilMs > 0 {
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%g" width="%.1f" height="%g" fill="#f2c94c" fill-opacity="0.25"/>`+"\n", x0, plotT, xt(f.UntilMs)-x0, plotB-plotT)
+		} else {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#b8860b" stroke-width="2" stroke-dasharray="2 3"/>`+"\n", x0, plotT, x0, plotB)
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="11" fill="#8a6d00">%s</text>`+"\n", x0+4, plotT+14+float64(i)*14, esc(f.What))
+	}
+
+	// The limit, then the series, the model and the total on top.
+	fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="%g" stroke-dasharray="8 5"/>`+"\n", plotL, y(float64(r.Limit)), plotR, y(float64(r.Limit)), colorLimit, limitStroke)
+	line := func(vals []float64, color string, width float64, dash string) {
+		var pts []string
+		for i, v := range vals {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
+		}
+		if dash != "" {
+			dash = fmt.Sprintf(` stroke-dasharray="%s"`, dash)
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="%g"%s/>`+"\n", strings.Join(pts, " "), color, width, dash)
+		for i, v := range vals {
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s"/>`+"\n", x(i), y(v), markerRadius, color)
+		}
+	}
+	for i, s := range r.Series {
+		vals := make([]float64, n)
+		for j, v := range s.Admitted {
+			vals[j] = float64(v) / ids
+		}
+		line(vals, palette[i%len(palette)], thinStroke, "")
+	}
+	ref := make([]float64, n)
+	for i, v := range r.ReferenceSeries {
+		ref[i] = float64(v) / ids
+	}
+	line(ref, colorModel, thickStroke, "3 4")
+	line(total, colorTotal, thickStroke, "")
+
+	// Legend.
+	ly := plotT + 6
+	entry := func(color string, width float64, dash, label string) {
+		if dash != "" {
+			dash = fmt.Sprintf(` stroke-dasharray="%s"`, dash)
+		}
+		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="%g"%s/>`+"\n", legendX, ly, legendX+28, ly, color, width, dash)
+		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="12">%s</text>`+"\n", legendX+36, ly+4, esc(label))
+		ly += 20
+	}
+	entry(colorLimit, limitStroke, "8 5", fmt.Sprintf("limit (%d)", r.Limit))
+	entry(colorTotal, thickStroke, "", "admitted, all "+who)
+	entry(colorModel, thickStroke, "3 4", "exact model")
+	for i, s := range r.Series {
+		entry(palette[i%len(palette)], thinStroke, "", "admitted by "+s.Name)
+	}
+	b.WriteString("</svg>\n")
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("sim: writing the chart of %s: %w", r.Scenario, err)
+	}
+	return nil
+}
+
+// windowMs returns the window of r in milliseconds.
+func windowMs(r Result) int64 {
+	d, err := time.ParseDuration(r.Window)
+	if err != nil || d <= 0 {
+		return 1
+	}
+	return d.Milliseconds()
+}
+
+// niceStep rounds a raw tick step up to 1, 2 or 5 times a power of ten.
+func niceStep(raw float64) float64 {
+	if raw <= 0 {
+		return 1
+	}
+	p := math.Pow10(int(math.Floor(math.Log10(raw))))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= raw {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func esc(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s)) // a strings.Builder never fails
+	return b.String()
+}
