@@ -2,6 +2,7 @@
 //
 //	sluice serve     run the HTTP API (Unkey v2 compatible)
 //	sluice hash-key  print the SHA-256 of a root key read from standard input
+//	sluice sim       simulate deployments in virtual time (docs/sim.md)
 //	sluice version   print the version
 //
 // Every flag can also be set with an environment variable SLUICE_<FLAG>
@@ -29,6 +30,7 @@ type cli struct {
 	Config  kong.ConfigFlag `help:"YAML file of flag values (keys are flag names, e.g. http-addr)." type:"existingfile" env:"SLUICE_CONFIG"`
 	Serve   serveCmd        `cmd:"" help:"Run the HTTP API server."`
 	HashKey hashKeyCmd      `cmd:"" name:"hash-key" help:"Print the SHA-256 of a root key read from standard input, for --root-key-sha256."`
+	Sim     simCmd          `cmd:"" help:"Simulate deployments in virtual time and compare them with the exact model (docs/sim.md)."`
 	Version versionCmd      `cmd:"" help:"Print the version and exit."`
 }
 
