@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	mathrand "math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,7 +159,8 @@ func TestTwoRegionsOnMariaDB(t *testing.T) {
 
 // TestGlobalFaults breaks the path to MariaDB (down, slow, reset) while two
 // regions decide: no request fails, each region goes on with its own counts,
-// and once the fault ends the regions converge again.
+// a denial that cannot be written is dropped and counted, and once the fault
+// ends the regions converge again.
 func TestGlobalFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection against a real MariaDB")
@@ -181,10 +183,12 @@ func TestGlobalFaults(t *testing.T) {
 			clock := &virtualClock{}
 			clock.set(5000 * d.Milliseconds())
 			var regions []*sluice.Limiter
+			lost := &lostDenials{}
 			for _, name := range []string{"a", "b"} {
 				regions = append(regions, newLimiter(t, sluice.Config{
 					Region: name, Global: openGlobal(t, viaProxy, prefix), Clock: clock.now,
 					GlobalTicks: make(chan time.Time), GlobalTimeout: 500 * time.Millisecond,
+					GlobalObserver: lost,
 				}))
 			}
 			ctx := context.Background()
@@ -201,7 +205,13 @@ func TestGlobalFaults(t *testing.T) {
 					t.Fatalf("request %d during the fault: %+v, %v", i, res, err)
 				}
 			}
-			sync() // fails: decisions stay regional
+			if res, _ := regions[0].Ratelimit(ctx, req("f", limit, 1, d, time.Time{})); res.Success {
+				t.Fatal("region a admitted past its limit")
+			}
+			sync() // fails: decisions stay regional, the denial row is dropped
+			if lost.n.Load() == 0 {
+				t.Fatal("the denial that could not be written was not counted as dropped")
+			}
 			if res, _ := regions[1].Ratelimit(ctx, req("f", limit, 1, d, time.Time{})); !res.Success {
 				t.Fatal("region b denied during the fault, before anything could reach it")
 			}
@@ -223,6 +233,11 @@ func TestGlobalFaults(t *testing.T) {
 		})
 	}
 }
+
+// lostDenials counts the denial rows the global layer reports dropped.
+type lostDenials struct{ n atomic.Int64 }
+
+func (o *lostDenials) GlobalRound(st sluice.GlobalStats) { o.n.Add(int64(st.DenialsLost)) }
 
 // mysqlAddr returns the host:port of dsn.
 func mysqlAddr(t *testing.T, dsn string) string {
