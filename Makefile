@@ -4,7 +4,7 @@ GO      ?= go
 LINT    ?= golangci-lint
 PKGS    ?= ./...
 
-.PHONY: test services unit bench lint run
+.PHONY: test services unit bench lint run accuracy
 
 # Packages run one at a time (-p 1): several hold real-time load tests
 # (accuracy against the reference model over real processes) that would
@@ -28,3 +28,8 @@ lint:
 
 run:
 	$(GO) run ./cmd/sluice serve
+
+# accuracy regenerates docs/accuracy/ (report.md, results.json, a chart per
+# scenario) by simulation; copy its summary table into docs/accuracy.md.
+accuracy:
+	$(GO) run ./cmd/sluice sim --all --out docs/accuracy

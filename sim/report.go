@@ -175,7 +175,8 @@ const (
 	gridColor                            = "#dddddd"
 	axisColor                            = "#333333"
 	markerRadius                         = 3.5
-	thinStroke, thickStroke, limitStroke = 1.5, 3.0, 2.0
+	thinStroke, thickStroke, limitStroke = 1.5, 4.0, 2.0
+	modelStroke                          = 2.5
 )
 
 // palette colours the series of nodes or regions.
@@ -256,6 +257,15 @@ func (r Result) WriteSVG(w io.Writer) error {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s"/>`+"\n", x(i), y(v), markerRadius, color)
 		}
 	}
+	// The total first and widest, the model dashed over it (where they
+	// agree, the dashes show on the total), then each node or region thin,
+	// on top (one region taking all traffic shows on the total).
+	line(total, colorTotal, thickStroke, "")
+	ref := make([]float64, n)
+	for i, v := range r.ReferenceSeries {
+		ref[i] = float64(v) / ids
+	}
+	line(ref, colorModel, modelStroke, "4 4")
 	for i, s := range r.Series {
 		vals := make([]float64, n)
 		for j, v := range s.Admitted {
@@ -263,12 +273,6 @@ func (r Result) WriteSVG(w io.Writer) error {
 		}
 		line(vals, palette[i%len(palette)], thinStroke, "")
 	}
-	ref := make([]float64, n)
-	for i, v := range r.ReferenceSeries {
-		ref[i] = float64(v) / ids
-	}
-	line(ref, colorModel, thickStroke, "3 4")
-	line(total, colorTotal, thickStroke, "")
 
 	// Legend.
 	ly := plotT + 6
@@ -282,7 +286,7 @@ func (r Result) WriteSVG(w io.Writer) error {
 	}
 	entry(colorLimit, limitStroke, "8 5", fmt.Sprintf("limit (%d)", r.Limit))
 	entry(colorTotal, thickStroke, "", "admitted, all "+who)
-	entry(colorModel, thickStroke, "3 4", "exact model")
+	entry(colorModel, modelStroke, "4 4", "exact model")
 	for i, s := range r.Series {
 		entry(palette[i%len(palette)], thinStroke, "", "admitted by "+s.Name)
 	}

@@ -124,3 +124,36 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 }
+
+// TestAccuracyDocMatchesReport checks that the summary table of
+// docs/accuracy.md is the one of the committed docs/accuracy/report.md, so
+// that a regenerated report is not left with a stale page beside it.
+func TestAccuracyDocMatchesReport(t *testing.T) {
+	table := func(path string) string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []string
+		in := false
+		for line := range strings.Lines(string(data)) {
+			switch {
+			case strings.HasPrefix(line, "| scenario |"):
+				in = true
+			case in && !strings.HasPrefix(line, "|"):
+				return strings.Join(rows, "")
+			}
+			if in {
+				rows = append(rows, line)
+			}
+		}
+		return strings.Join(rows, "")
+	}
+	doc, rep := table(filepath.Join("..", "docs", "accuracy.md")), table(filepath.Join("..", "docs", "accuracy", "report.md"))
+	if doc == "" || doc != rep {
+		t.Errorf("the summary of docs/accuracy.md differs from docs/accuracy/report.md (make accuracy, then copy the table):\n%s\n%s", doc, rep)
+	}
+	if n := strings.Count(rep, "\n") - 2; n != len(Builtin()) {
+		t.Errorf("the committed report has %d scenarios, there are %d built in", n, len(Builtin()))
+	}
+}
