@@ -8,8 +8,12 @@
 // any other goes to the owner over the peer RPC, a small JSON-over-HTTP
 // service mounted on the owner's HTTP port ([Origin.Handler]) and
 // authenticated with an HMAC derived from the cluster secret. A breaker per
-// peer turns an unreachable owner into fast failures, and the limiter then
-// decides locally, as it does when Redis is down.
+// peer turns an unreachable owner into fast failures; once it is open, the
+// owner's runner-up on the ring stands in for it (seeded with what this node
+// saw), so the nodes that gave up on the owner converge on one stand-in
+// instead of deciding alone until the failure detector removes the owner.
+// If no member answers, the limiter decides locally, as it does when Redis
+// is down.
 //
 // When an owner denies a strict-mode request (a cell at its limit), it
 // broadcasts the totals of both cells to every member, which raise their

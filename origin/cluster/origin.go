@@ -230,17 +230,73 @@ func ringSet(r *Ring) map[string]bool {
 	return m
 }
 
-// route returns the owner of key: nil for this node.
+// route returns the member that decides key's calls: nil for this node.
+// That is its owner, unless the owner's breaker is open: then the runner-up
+// among the members whose breaker is not open stands in for it, so that
+// every node that has given up on the owner converges on one stand-in
+// (seeded by rehome) rather than deciding alone until the failure detector
+// removes the owner from the ring.
 func (o *Origin) route(key origin.Key) *peer {
 	v := o.view.Load()
-	owner := v.ring.Owner(key)
+	h := KeyHash(key)
+	owner := v.ring.ownerOf(h)
 	if owner == o.cfg.ID {
 		return nil
 	}
-	if p := v.peers[owner]; p != nil {
-		return p
+	p := v.peers[owner]
+	if p == nil || !p.open() {
+		return p // p is never nil: every ring member but this node is a peer
 	}
-	return nil // cannot happen: every ring member but this node is a peer
+	alt := v.ring.ownerSkipping(h, v.down())
+	if alt == o.cfg.ID {
+		return nil
+	}
+	if q := v.peers[alt]; q != nil {
+		return q
+	}
+	return p
+}
+
+// down returns the peers whose breaker is open (routed around).
+func (v *view) down() map[string]bool { return v.peersWhere((*peer).open) }
+
+// unsettled returns the peers whose breaker is not closed: open, or
+// half-open while a call probes whether the peer answers again.
+func (v *view) unsettled() map[string]bool {
+	return v.peersWhere(func(p *peer) bool { return !p.closed() })
+}
+
+func (v *view) peersWhere(f func(*peer) bool) map[string]bool {
+	var m map[string]bool
+	for id, p := range v.peers {
+		if f(p) {
+			if m == nil {
+				m = map[string]bool{}
+			}
+			m[id] = true
+		}
+	}
+	return m
+}
+
+// routing is a ring and the members whose breaker is not closed, the unit
+// of a re-homing: a peer's identities move to their runner-up when its
+// breaker opens, and back once it has closed again (a half-open breaker
+// changes nothing yet, so the peer is seeded only once it answers).
+type routing struct {
+	ring *Ring
+	down map[string]bool
+}
+
+func (o *Origin) routing() routing {
+	v := o.view.Load()
+	return routing{ring: v.ring, down: v.unsettled()}
+}
+
+func (r routing) ownerOf(h uint64) string { return r.ring.ownerSkipping(h, r.down) }
+
+func (r routing) same(other routing) bool {
+	return sameMembers(r.ring, other.ring) && maps.Equal(r.down, other.down)
 }
 
 // Close stops the re-homing goroutine, closes the peer RPC's idle

@@ -248,9 +248,10 @@ func TestRPCAuthentication(t *testing.T) {
 	}
 }
 
-// TestUnreachableOwner checks that an owner that is down fails calls fast
-// (breaker), that Apply parks its deltas and delivers the others', and that
-// the parked deltas reach the owner once it is back.
+// TestUnreachableOwner checks that Apply parks the deltas of an owner that
+// is down and delivers the others', that once the owner's breaker is open
+// its runner-up stands in for it (and gets the parked deltas), and that the
+// owner is seeded with them once it is back.
 func TestUnreachableOwner(t *testing.T) {
 	nodes := newTestCluster(t, 2, "s")
 	a, b := nodes[0], nodes[1]
@@ -278,21 +279,31 @@ func TestUnreachableOwner(t *testing.T) {
 	if _, err := a.o.Apply(ctx, deltas[1:]); !errors.Is(err, origin.ErrUnavailable) {
 		t.Fatalf("Apply with every owner down: %v, want ErrUnavailable", err)
 	}
-	for range 3 {
-		_, _ = a.o.Decide(ctx, origin.Check{Key: theirs, Seq: seq, Asks: []origin.Ask{{Limit: 1, Cost: 1}}})
+	// Three failures opened b's breaker: a, the runner-up, stands in for b
+	// with no RPC, and holds the parked delta.
+	if a.obs.count(KindApply, OutcomeUnavailable)+a.obs.count(KindLoad, OutcomeUnavailable) < 3 {
+		t.Fatalf("calls to the down owner: %v", a.obs.rpcs)
 	}
+	rpcs := a.obs.total()
 	start := time.Now()
-	if _, err := a.o.Load(ctx, theirs, seq); !errors.Is(err, origin.ErrUnavailable) || a.obs.count(KindLoad, OutcomeRejected) == 0 {
-		t.Fatalf("breaker did not open: %v, %v", err, a.obs.rpcs)
+	got, err := a.o.Load(ctx, theirs, seq)
+	if err != nil || a.obs.total() != rpcs {
+		t.Fatalf("Load with the owner's breaker open: %v %v after %d RPCs, want a local answer", got, err, a.obs.total()-rpcs)
 	}
 	if el := time.Since(start); el > 50*time.Millisecond {
-		t.Errorf("a call with the breaker open took %v", el)
+		t.Errorf("a call with the owner's breaker open took %v", el)
 	}
+	waitFor(t, 3*time.Second, "the parked delta at the stand-in", func() bool {
+		got, err := a.o.Load(ctx, theirs, seq)
+		return err == nil && got.Current == 3
+	})
 
+	// Once b answers again (a call probes it after the breaker's open
+	// timeout), its identities go back to it, seeded with what a holds.
 	b.down.Store(false)
-	// The parked delta reaches the owner once its breaker lets calls
-	// through again, with no Apply of the caller's to carry it.
-	waitFor(t, 5*time.Second, "the parked delta at its owner", func() bool {
+	time.Sleep(1100 * time.Millisecond)
+	waitFor(t, 5*time.Second, "the owner seeded after recovery", func() bool {
+		_, _ = a.o.Load(ctx, theirs, seq) // the probe
 		got, err := b.o.Load(ctx, theirs, seq)
 		return err == nil && got.Current == 3
 	})

@@ -15,7 +15,7 @@ const parkedEvery = time.Second
 // and sends parked deltas again every parkedEvery. Changes that arrive while
 // a hand-over runs are coalesced into the next.
 func (o *Origin) rehomeLoop() {
-	last := o.Ring()
+	last := o.routing()
 	tick := time.NewTicker(parkedEvery)
 	defer tick.Stop()
 	for {
@@ -27,9 +27,15 @@ func (o *Origin) rehomeLoop() {
 			continue
 		case <-o.changed:
 		}
-		ring := o.Ring()
-		o.cfg.Observer.RingChanged(o.rehome(last, ring))
-		last = ring
+		cur := o.routing()
+		if cur.same(last) {
+			continue
+		}
+		seeded := o.rehome(last, cur)
+		if !sameMembers(last.ring, cur.ring) {
+			o.cfg.Observer.RingChanged(seeded)
+		}
+		last = cur
 		o.flushParked()
 	}
 }
@@ -46,10 +52,12 @@ func (o *Origin) flushParked() {
 }
 
 // rehome seeds the new owner of every cell this node has seen whose owner
-// differs between the rings from and to with the cell's total, and returns
-// the number of cells seeded. The new owner keeps the highest seed it gets,
-// so it starts from the best view of any member rather than from zero.
-func (o *Origin) rehome(from, to *Ring) int {
+// differs between the routings from and to with the cell's total, and
+// returns the number of cells seeded. The new owner keeps the highest seed
+// it gets, so it starts from the best view of any member rather than from
+// zero. A peer whose breaker is not closed is not seeded: it would not
+// answer (the next change, when it answers again, seeds it).
+func (o *Origin) rehome(from, to routing) int {
 	byOwner := map[string][]origin.Delta{}
 	for cell, total := range o.seen.snapshot() {
 		h := KeyHash(cell.Key)
@@ -62,11 +70,15 @@ func (o *Origin) rehome(from, to *Ring) int {
 	seeded := 0
 	v := o.view.Load()
 	for owner, cells := range byOwner {
+		p := v.peers[owner]
+		if owner != o.cfg.ID && (p == nil || !p.closed()) {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(o.ctx, 4*o.cfg.Timeout)
 		var err error
-		if owner == o.cfg.ID {
+		if p == nil {
 			err = o.localSeed(ctx, cells)
-		} else if p := v.peers[owner]; p != nil {
+		} else {
 			req := seedRequest{D: make([]wireDelta, len(cells))}
 			for i, d := range cells {
 				req.D[i] = toWireDelta(d)

@@ -49,6 +49,27 @@ func (r *Ring) Owner(key origin.Key) string {
 	return r.ownerOf(KeyHash(key))
 }
 
+// ownerSkipping returns the member with the highest score for h among
+// those not in skip; if skip holds every member, the owner.
+func (r *Ring) ownerSkipping(h uint64, skip map[string]bool) string {
+	if len(skip) == 0 {
+		return r.ownerOf(h)
+	}
+	best, owner := uint64(0), ""
+	for i, mh := range r.hashes {
+		if skip[r.ids[i]] {
+			continue
+		}
+		if s := score(h, mh); owner == "" || s > best {
+			best, owner = s, r.ids[i]
+		}
+	}
+	if owner == "" {
+		return r.ownerOf(h)
+	}
+	return owner
+}
+
 func (r *Ring) ownerOf(h uint64) string {
 	best, owner := uint64(0), ""
 	for i, mh := range r.hashes {

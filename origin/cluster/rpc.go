@@ -78,9 +78,21 @@ func (o *Origin) newPeer(id, base string) *peer {
 				level = slog.LevelWarn
 			}
 			o.cfg.Logger.Log(context.Background(), level, "cluster: peer breaker "+to.String(), "peer", id, "from", from.String())
+			// Routing around an open breaker changes owners: re-home. (The
+			// breaker's lock is held here: only signal.)
+			select {
+			case o.changed <- struct{}{}:
+			default:
+			}
 		},
 	})}
 }
+
+// open reports whether p's breaker is open: calls to p fail at once.
+func (p *peer) open() bool { return p.breaker.State() == gobreaker.StateOpen }
+
+// closed reports whether p's breaker is closed: p answers.
+func (p *peer) closed() bool { return p.breaker.State() == gobreaker.StateClosed }
 
 // call sends one RPC of kind to p through its breaker, bounded by the
 // configured timeout, and decodes the reply. Outage-class errors wrap
