@@ -31,16 +31,21 @@ func (m *model) admit(id int, t, limit, cost int64) bool {
 	return true
 }
 
-// busiest returns the most admissions of one identifier within any span of
-// d milliseconds, half open, given their times in ascending order.
-func busiest(times []int64, d int64) int64 {
-	var best int64
+// admission is an admitted request: its instant (Unix ms) and cost.
+type admission struct{ ms, cost int64 }
+
+// busiest returns the most cost admitted within any span of d milliseconds,
+// half open, given admissions in ascending time.
+func busiest(got []admission, d int64) int64 {
+	var best, sum int64
 	lo := 0
-	for hi, t := range times {
-		for times[lo] <= t-d {
+	for _, a := range got {
+		sum += a.cost
+		for got[lo].ms <= a.ms-d {
+			sum -= got[lo].cost
 			lo++
 		}
-		best = max(best, int64(hi-lo+1))
+		best = max(best, sum)
 	}
 	return best
 }

@@ -51,7 +51,7 @@ func (r Report) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %s | %s× | %d / %d | %s%% | %s%% | %s× (%s×) | %s | %s | %s | %s |\n",
 			res.Scenario, topology(res), fmtNum(res.Load), res.Admitted, res.Reference,
 			fmtPct(res.OverPct), fmtPct(res.UnderPct), fmtNum(res.WorstSpan), fmtNum(res.ReferenceWorstSpan),
-			fmtNum(res.Origin.PerRequest), fmtNum(res.Global.RowsPerRequest), res.Band, yesNo(res.InBand))
+			fmtNum(res.Origin.PerRequest), fmtNum(res.Global.RowsPerRequest), bandText(res.Band), yesNo(res.InBand))
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("sim: writing the summary: %w", err)
@@ -89,7 +89,13 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			row("global store", "%d calls (%d refused by an outage), %d count rows, %d denial rows: %s rows per request",
 				res.Global.Calls, res.Global.Failed, res.Global.PublishedRows, res.Global.DenialRows, fmtNum(res.Global.RowsPerRequest))
 		}
-		row("band", "%s: %s", res.Band, map[bool]string{true: "in band", false: "**out of band**"}[res.InBand])
+		if sp := res.DenialSpread; sp != nil && sp.Samples > 0 {
+			row("denial spread", "after one region denies an identifier's window, the others deny it %s later (median; at most %s, %d cases)",
+				fmtMs(sp.MedianMs), fmtMs(sp.MaxMs), sp.Samples)
+		}
+		if res.Band != nil {
+			row("band", "%s: %s", res.Band, map[bool]string{true: "in band", false: "**out of band**"}[res.InBand])
+		}
 		fmt.Fprintf(&b, "\n![%s: admitted per window against the limit](%s.svg)\n", res.Scenario, res.Scenario)
 	}
 	if _, err := w.Write(b.Bytes()); err != nil {
@@ -127,6 +133,16 @@ func (r Report) WriteFiles(dir string) error {
 	}
 	return nil
 }
+
+func bandText(b *Band) string {
+	if b == nil {
+		return "–"
+	}
+	return b.String()
+}
+
+// fmtMs formats milliseconds as a duration (1.2s, 340ms).
+func fmtMs(ms int64) string { return fmtDuration(time.Duration(ms) * time.Millisecond) }
 
 func topology(r Result) string {
 	return fmt.Sprintf("%d %s × %d %s", r.Regions, plural(r.Regions, "region", "regions"), r.Nodes, plural(r.Nodes, "node", "nodes"))
@@ -214,7 +230,7 @@ func (r Result) WriteSVG(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, `<text x="%g" y="50" font-size="12" fill="#444444">%s</text>`+"\n", plotL, esc(fmt.Sprintf(
 		"%s, %s× the limit, mean of %d identifiers; over-admission %s%% (band %s)",
-		topology(r), fmtNum(r.Load), r.Identifiers, fmtPct(r.OverPct), r.Band)))
+		topology(r), fmtNum(r.Load), r.Identifiers, fmtPct(r.OverPct), bandText(r.Band))))
 
 	// Grid, y ticks and axes.
 	for v := 0.0; v <= yMax+step/2; v += step {

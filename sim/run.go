@@ -75,8 +75,73 @@ type Result struct {
 	Series          []Series `json:"series"`
 	ReferenceSeries []int64  `json:"reference_series"`
 
-	Band   Band `json:"band"`
-	InBand bool `json:"in_band"`
+	// DenialSpread says how long the other regions went on admitting after
+	// one region denied (several regions only).
+	DenialSpread *DenialSpread `json:"denial_spread,omitempty"`
+
+	// Band is the scenario's band (none for a trace); InBand reports that
+	// OverPct lies in it (always true without a band).
+	Band   *Band `json:"band,omitempty"`
+	InBand bool  `json:"in_band"`
+}
+
+// DenialSpread measures, for every identifier's fixed window that one
+// region denied, how long after that first denial each other region that
+// got requests of the window later denied it too: the time it took the
+// others to stop admitting, through the global layer or their own count.
+type DenialSpread struct {
+	Samples  int   `json:"samples"` // (window, other region) pairs
+	MedianMs int64 `json:"median_ms"`
+	MaxMs    int64 `json:"max_ms"`
+}
+
+// denialClock records the first denial of each identifier's window per
+// region.
+type denialClock struct {
+	regions int
+	first   map[[2]int64][]int64 // (identity, window) → first denial per region, -1 for none
+}
+
+func newDenialClock(regions int) *denialClock {
+	return &denialClock{regions: regions, first: make(map[[2]int64][]int64)}
+}
+
+func (c *denialClock) denied(id int, w int64, region int, ms int64) {
+	if c.regions < 2 {
+		return
+	}
+	k := [2]int64{int64(id), w}
+	f := c.first[k]
+	if f == nil {
+		f = slices.Repeat([]int64{-1}, c.regions)
+		c.first[k] = f
+	}
+	if f[region] < 0 {
+		f[region] = ms
+	}
+}
+
+// spread returns the lags of the regions that denied after the first one.
+func (c *denialClock) spread() *DenialSpread {
+	var lags []int64
+	for _, f := range c.first {
+		first := slices.IndexFunc(f, func(ms int64) bool { return ms >= 0 })
+		for r, ms := range f {
+			if ms >= 0 && ms < f[first] || ms >= 0 && ms == f[first] && r < first {
+				first = r
+			}
+		}
+		for r, ms := range f {
+			if r != first && ms >= 0 {
+				lags = append(lags, ms-f[first])
+			}
+		}
+	}
+	if len(lags) == 0 {
+		return &DenialSpread{}
+	}
+	slices.Sort(lags)
+	return &DenialSpread{Samples: len(lags), MedianMs: lags[len(lags)/2], MaxMs: lags[len(lags)-1]}
 }
 
 // FaultSpan is one fault of a run: what failed, and when, in milliseconds
@@ -110,6 +175,7 @@ type GlobalOps struct {
 
 // Identity holds the figures of one identifier.
 type Identity struct {
+	Namespace  string  `json:"namespace,omitempty"` // omitted for the built-in scenarios' "sim"
 	Identifier string  `json:"identifier"`
 	Admitted   int64   `json:"admitted"`
 	Reference  int64   `json:"reference"`
@@ -141,13 +207,62 @@ func Run(s Scenario, seed uint64) (Result, error) {
 		return Result{}, err
 	}
 	s = s.withDefaults()
+	d := s.Window.Milliseconds()
+	start := (1_800_000_000_000 / d) * d // a window boundary in 2027
+	end := start + int64(s.Windows)*d
+	rng := rand.New(rand.NewPCG(seed, 0x5171ce))
+	rate := s.Load * float64(s.Limit) * float64(s.Identifiers) / float64(d) // requests per ms
+	pool := s.Regions * s.Nodes
+	if s.Traffic == TrafficOneRegion {
+		pool = s.Nodes
+	}
+	ids := make([]identity, s.Identifiers)
+	for i := range ids {
+		ids[i] = identity{namespace: "sim", identifier: identifier(i)}
+	}
+	t := float64(start)
+	next := func() (event, bool, error) {
+		t += rng.ExpFloat64() / rate
+		ms := int64(t)
+		if ms >= end {
+			return event{}, false, nil
+		}
+		id := rng.IntN(s.Identifiers)
+		return event{ms: ms, id: id, cost: 1, node: rng.IntN(pool)}, true, nil
+	}
+	res, err := simulate(s, start, ids, next)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Seed = seed
+	band := s.Band
+	res.Band = &band
+	res.InBand = band.Contains(res.OverPct)
+	return res, nil
+}
+
+// identity is one counter's namespace and identifier.
+type identity struct{ namespace, identifier string }
+
+// event is one request: at Unix ms ms, on identity id, sent to node (an
+// index over all nodes, region 0's first).
+type event struct {
+	ms   int64
+	id   int
+	cost int64
+	node int
+}
+
+// simulate runs the deployment of s (defaults applied, valid) on the
+// requests next returns, in ascending time from start (a window boundary),
+// against the exact model, and returns the figures. The caller fills in
+// the seed and the band.
+func simulate(s Scenario, start int64, ids []identity, next func() (event, bool, error)) (Result, error) {
 	if s.OriginMargin == 0 {
 		s.OriginMargin = sluice.DefaultOriginMargin
 	}
 	d := s.Window.Milliseconds()
 	clock := &vclock{}
-	start := (1_800_000_000_000 / d) * d // a window boundary in 2027
-	end := start + int64(s.Windows)*d
 	clock.set(start)
 
 	var originOutages = make([]outages, s.Regions)
@@ -257,8 +372,6 @@ func Run(s Scenario, seed uint64) (Result, error) {
 		}
 	}
 
-	rng := rand.New(rand.NewPCG(seed, 0x5171ce))
-	rate := s.Load * float64(s.Limit) * float64(s.Identifiers) / float64(d) // requests per ms
 	ref := newModel(d)
 	series := make([][]int64, len(seriesNames(s)))
 	for i := range series {
@@ -267,64 +380,69 @@ func Run(s Scenario, seed uint64) (Result, error) {
 	refSeries := make([]int64, s.Windows)
 	type tally struct {
 		admitted, reference []int64 // per window
-		times, refTimes     []int64 // admission instants
+		got, refGot         []admission
 	}
-	ids := make([]tally, s.Identifiers)
-	for i := range ids {
-		ids[i] = tally{admitted: make([]int64, s.Windows), reference: make([]int64, s.Windows)}
+	tallies := make([]tally, len(ids))
+	for i := range tallies {
+		tallies[i] = tally{admitted: make([]int64, s.Windows), reference: make([]int64, s.Windows)}
 	}
+	denials := newDenialClock(s.Regions)
 	var requests int64
-	pool := len(nodes)
-	if s.Traffic == TrafficOneRegion {
-		pool = s.Nodes
-	}
-	for t := float64(start); ; {
-		t += rng.ExpFloat64() / rate
-		ms := int64(t)
-		if ms >= end {
-			break
-		}
-		id := rng.IntN(s.Identifiers)
-		ni := rng.IntN(pool)
-		if err := advance(ms); err != nil {
+	for {
+		ev, ok, err := next()
+		if err != nil {
 			return Result{}, err
 		}
-		clock.set(ms)
+		if !ok {
+			break
+		}
+		if err := advance(ev.ms); err != nil {
+			return Result{}, err
+		}
+		clock.set(ev.ms)
 		requests++
-		w := (ms - start) / d
-		res, err := nodes[ni].l.Ratelimit(ctx, sluice.Request{
-			Namespace: "sim", Identifier: identifier(id), Limit: s.Limit, Duration: s.Window, Cost: 1, Time: time.UnixMilli(ms),
+		w := (ev.ms - start) / d
+		n := nodes[ev.node]
+		res, err := n.l.Ratelimit(ctx, sluice.Request{
+			Namespace: ids[ev.id].namespace, Identifier: ids[ev.id].identifier,
+			Limit: s.Limit, Duration: s.Window, Cost: ev.cost, Time: time.UnixMilli(ev.ms),
 		})
 		if err != nil {
-			return Result{}, fmt.Errorf("sim: %s: request at %d ms: %w", s.Name, ms-start, err)
+			return Result{}, fmt.Errorf("sim: %s: request at %d ms: %w", s.Name, ev.ms-start, err)
 		}
+		tl := &tallies[ev.id]
 		if res.Success {
-			ids[id].admitted[w]++
-			ids[id].times = append(ids[id].times, ms)
-			si := ni
+			tl.admitted[w] += ev.cost
+			tl.got = append(tl.got, admission{ev.ms, ev.cost})
+			si := ev.node
 			if s.Regions > 1 {
-				si = nodes[ni].region
+				si = n.region
 			}
-			series[si][w]++
+			series[si][w] += ev.cost
+		} else {
+			denials.denied(ev.id, w, n.region, ev.ms)
 		}
-		if ref.admit(id, ms, s.Limit, 1) {
-			ids[id].reference[w]++
-			ids[id].refTimes = append(ids[id].refTimes, ms)
-			refSeries[w]++
+		if ref.admit(ev.id, ev.ms, s.Limit, ev.cost) {
+			tl.reference[w] += ev.cost
+			tl.refGot = append(tl.refGot, admission{ev.ms, ev.cost})
+			refSeries[w] += ev.cost
 		}
 	}
 
 	res := Result{
-		Scenario: s.Name, Description: s.Description, Seed: seed,
+		Scenario: s.Name, Description: s.Description,
 		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: fmtDuration(s.Window), Windows: s.Windows,
-		Load: s.Load, Identifiers: s.Identifiers, Traffic: s.Traffic,
+		Load: s.Load, Identifiers: len(ids), Traffic: s.Traffic,
 		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
-		Requests: requests, ReferenceSeries: refSeries, Band: s.Band,
+		Requests: requests, ReferenceSeries: refSeries, InBand: true,
 	}
 	var over, under int64
 	var worst, refWorst int64
-	for i, tl := range ids {
-		idn := Identity{Identifier: identifier(i)}
+	for i, tl := range tallies {
+		idn := Identity{Identifier: ids[i].identifier}
+		if ids[i].namespace != "sim" {
+			idn.Namespace = ids[i].namespace
+		}
 		for w := range s.Windows {
 			a, r := tl.admitted[w], tl.reference[w]
 			idn.Admitted += a
@@ -332,12 +450,12 @@ func Run(s Scenario, seed uint64) (Result, error) {
 			over += max(0, a-r)
 			under += max(0, r-a)
 		}
-		b := busiest(tl.times, d)
+		b := busiest(tl.got, d)
 		idn.WorstSpan = ratio(b, s.Limit)
 		if b > worst {
 			worst, res.WorstIdentifier = b, idn.Identifier
 		}
-		refWorst = max(refWorst, busiest(tl.refTimes, d))
+		refWorst = max(refWorst, busiest(tl.refGot, d))
 		res.Admitted += idn.Admitted
 		res.Reference += idn.Reference
 		res.Identities = append(res.Identities, idn)
@@ -365,11 +483,11 @@ func Run(s Scenario, seed uint64) (Result, error) {
 	}
 	if s.Regions > 1 {
 		res.GlobalInterval = fmtDuration(s.GlobalInterval)
+		res.DenialSpread = denials.spread()
 	}
 	for _, f := range s.Faults {
 		res.Faults = append(res.Faults, f.span())
 	}
-	res.InBand = s.Band.Contains(res.OverPct)
 	return res, nil
 }
 

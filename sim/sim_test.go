@@ -36,7 +36,7 @@ func TestBuiltinScenarios(t *testing.T) {
 			for _, r := range []Result{first, other} {
 				t.Logf("seed %d: %d requests, admitted %d, reference %d, over %v%%, under %v%%, worst span %v (model %v), origin calls/request %v, global rows/request %v",
 					r.Seed, r.Requests, r.Admitted, r.Reference, r.OverPct, r.UnderPct, r.WorstSpan, r.ReferenceWorstSpan, r.Origin.PerRequest, r.Global.RowsPerRequest)
-				if !r.InBand || !s.Band.Contains(r.OverPct) {
+				if !r.InBand || r.Band == nil || *r.Band != s.Band || !s.Band.Contains(r.OverPct) {
 					t.Errorf("seed %d: over-admission %v%% is outside the band %v", r.Seed, r.OverPct, s.Band)
 				}
 				if r.Reference == 0 || r.Admitted == 0 {
@@ -105,21 +105,47 @@ func TestModel(t *testing.T) {
 }
 
 func TestBusiest(t *testing.T) {
+	ones := func(ms ...int64) []admission {
+		var out []admission
+		for _, m := range ms {
+			out = append(out, admission{m, 1})
+		}
+		return out
+	}
 	tests := []struct {
-		times []int64
-		d     int64
-		want  int64
+		got  []admission
+		d    int64
+		want int64
 	}{
 		{nil, 10, 0},
-		{[]int64{5}, 10, 1},
-		{[]int64{0, 9, 10, 19}, 10, 2}, // [0,10) holds 0 and 9; [9,19) holds 9 and 10
-		{[]int64{0, 1, 2, 3, 20}, 10, 4},
-		{[]int64{0, 5, 9, 14, 15}, 10, 3},
+		{ones(5), 10, 1},
+		{ones(0, 9, 10, 19), 10, 2}, // [0,10) holds 0 and 9; [9,19) holds 9 and 10
+		{ones(0, 1, 2, 3, 20), 10, 4},
+		{ones(0, 5, 9, 14, 15), 10, 3},
+		{[]admission{{0, 5}, {9, 1}, {10, 7}, {25, 2}}, 10, 8}, // costs: 1+7 in [9,19)
 	}
 	for _, tc := range tests {
-		if got := busiest(tc.times, tc.d); got != tc.want {
-			t.Errorf("busiest(%v, %d) = %d, want %d", tc.times, tc.d, got, tc.want)
+		if got := busiest(tc.got, tc.d); got != tc.want {
+			t.Errorf("busiest(%v, %d) = %d, want %d", tc.got, tc.d, got, tc.want)
 		}
+	}
+}
+
+func TestDenialSpread(t *testing.T) {
+	c := newDenialClock(3)
+	c.denied(0, 0, 1, 100) // identity 0, window 0: region 1 first
+	c.denied(0, 0, 1, 150) // a later denial in the same region changes nothing
+	c.denied(0, 0, 0, 130)
+	c.denied(0, 0, 2, 400)
+	c.denied(1, 0, 2, 50) // identity 1: region 2 alone, no lag
+	c.denied(0, 1, 0, 1000)
+	c.denied(0, 1, 2, 1000) // at the same instant: a lag of 0
+	want := &DenialSpread{Samples: 3, MedianMs: 30, MaxMs: 300}
+	if got := c.spread(); !reflect.DeepEqual(got, want) {
+		t.Errorf("spread() = %+v, want %+v", got, want)
+	}
+	if got := newDenialClock(3).spread(); got.Samples != 0 {
+		t.Errorf("no denials: %+v", got)
 	}
 }
 
