@@ -228,17 +228,27 @@ func (r Result) WriteSVG(w io.Writer) error {
 	if r.Regions > 1 {
 		who = "regions"
 	}
+	band := ""
+	if r.Band != nil {
+		band = " (band " + r.Band.String() + ")"
+	}
 	fmt.Fprintf(&b, `<text x="%g" y="50" font-size="12" fill="#444444">%s</text>`+"\n", plotL, esc(fmt.Sprintf(
-		"%s, %s× the limit, mean of %d identifiers; over-admission %s%% (band %s)",
-		topology(r), fmtNum(r.Load), r.Identifiers, fmtPct(r.OverPct), bandText(r.Band))))
+		"%s, %s× the limit, mean of %d identifiers; over-admission %s%%%s",
+		topology(r), fmtNum(r.Load), r.Identifiers, fmtPct(r.OverPct), band)))
 
 	// Grid, y ticks and axes.
 	for v := 0.0; v <= yMax+step/2; v += step {
 		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", plotL, y(v), plotR, y(v), gridColor)
 		fmt.Fprintf(&b, `<text x="%g" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", plotL-8, y(v)+4, fmtNum(v))
 	}
+	every := 1 // label at most about 12 windows
+	for n/every > 12 {
+		every = int(niceStep(float64(every) + 1))
+	}
 	for i := range n {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="12" text-anchor="middle">%d</text>`+"\n", x(i), plotB+18, i+1)
+		if (i+1)%every == 0 || every == 1 {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="12" text-anchor="middle">%d</text>`+"\n", x(i), plotB+18, i+1)
+		}
 	}
 	fmt.Fprintf(&b, `<polyline points="%g,%g %g,%g %g,%g" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", plotL, plotT, plotL, plotB, plotR, plotB, axisColor)
 	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="13" text-anchor="middle">%s</text>`+"\n", (plotL+plotR)/2, plotB+42, esc("window ("+r.Window+" each)"))
@@ -270,6 +280,9 @@ func (r Result) WriteSVG(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="%g"%s/>`+"\n", strings.Join(pts, " "), color, width, dash)
 		for i, v := range vals {
+			if n > 24 {
+				break // too many windows for markers
+			}
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s"/>`+"\n", x(i), y(v), markerRadius, color)
 		}
 	}

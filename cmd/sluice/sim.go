@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,15 @@ type simCmd struct {
 	Seed      uint64   `default:"1" help:"Seed of the random source: one seed gives the same figures and files, byte for byte."`
 	Out       string   `type:"path" placeholder:"DIR" help:"Write report.md, NAME.svg per scenario and results.json into DIR."`
 	JSON      bool     `name:"json" help:"Print results.json to standard output instead of the summary."`
+
+	Trace          string        `placeholder:"FILE" help:"Replay a request log (CSV with a header row, or JSON lines; docs/sim.md) through --regions × --nodes at --limit per --duration, against the exact model."`
+	Regions        int           `default:"1" help:"With --trace: the number of regions."`
+	Nodes          int           `default:"3" help:"With --trace: the nodes of each region."`
+	Limit          int64         `help:"With --trace: every identifier's limit per window (required)."`
+	Duration       time.Duration `help:"With --trace: the window, e.g. 1m (required)."`
+	ReplayInterval time.Duration `default:"25ms" help:"With --trace: the replay interval of every node."`
+	GlobalInterval time.Duration `default:"5s" help:"With --trace and several regions: the global layer's interval."`
+	OriginMargin   float64       `default:"0.2" help:"With --trace: Config.OriginMargin of every node (negative turns it off)."`
 }
 
 // Help is kong's long help of the command.
@@ -32,6 +42,7 @@ func (simCmd) Help() string {
   sluice sim region-10x spread-8-regions
   sluice sim --all --out docs/accuracy
   sluice sim my-scenario.yaml --seed 7 --json
+  sluice sim --trace access.csv --regions 2 --nodes 3 --limit 100 --duration 1m
 
 The YAML schema of scenario files and every figure are described in docs/sim.md.`
 }
@@ -46,10 +57,23 @@ func (c *simCmd) Run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var trace sim.Trace
+	if c.Trace != "" {
+		if trace, err = sim.LoadTrace(c.Trace); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	rep := sim.Report{Seed: c.Seed}
 	for _, s := range scenarios {
 		res, err := sim.Run(s, c.Seed)
+		if err != nil {
+			return err
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	if c.Trace != "" {
+		res, err := sim.RunTrace(trace, c.deployment(), c.Seed)
 		if err != nil {
 			return err
 		}
@@ -90,6 +114,12 @@ func written(dir string) string {
 // scenario, or a YAML file (an existing path, or a name ending in .yaml or
 // .yml).
 func (c *simCmd) scenarios() ([]sim.Scenario, error) {
+	if c.Trace == "" && (c.Limit != 0 || c.Duration != 0) {
+		return nil, errors.New("sim: --limit and --duration go with --trace")
+	}
+	if c.Trace != "" && (c.Limit <= 0 || c.Duration <= 0) {
+		return nil, errors.New("sim: --trace needs --limit and --duration (the limit of every identifier per window)")
+	}
 	var out []sim.Scenario
 	if c.All {
 		out = sim.Builtin()
@@ -108,10 +138,10 @@ func (c *simCmd) scenarios() ([]sim.Scenario, error) {
 		}
 		out = append(out, s)
 	}
-	if len(out) == 0 {
-		return nil, errors.New("sim: name scenarios or YAML files, or pass --all or --list")
+	if len(out) == 0 && c.Trace == "" {
+		return nil, errors.New("sim: name scenarios or YAML files, or pass --all, --trace or --list")
 	}
-	seen := map[string]bool{}
+	seen := map[string]bool{c.deployment().Name: c.Trace != ""}
 	for _, s := range out {
 		if seen[s.Name] {
 			return nil, fmt.Errorf("sim: scenario %s is named twice (its chart would be written twice)", s.Name)
@@ -119,6 +149,25 @@ func (c *simCmd) scenarios() ([]sim.Scenario, error) {
 		seen[s.Name] = true
 	}
 	return out, nil
+}
+
+// deployment is the topology a --trace is replayed through; its name is
+// "trace-" and the file's base name.
+func (c *simCmd) deployment() sim.TraceDeployment {
+	base := strings.TrimSuffix(filepath.Base(c.Trace), filepath.Ext(c.Trace))
+	name := strings.Trim(strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, base), "-")
+	return sim.TraceDeployment{
+		Name: "trace-" + name, Regions: c.Regions, Nodes: c.Nodes, Limit: c.Limit, Window: c.Duration,
+		ReplayInterval: c.ReplayInterval, GlobalInterval: c.GlobalInterval, OriginMargin: c.OriginMargin,
+	}
 }
 
 func isFile(path string) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,10 @@ func TestSimErrors(t *testing.T) {
 	if err := os.WriteFile(narrow, []byte("name: narrow\nnodes: 3\nlimit: 100\nwindow: 10s\nwindows: 4\nload: 2\nidentifiers: 3\nfaults: [{kind: origin-outage, at: 15s, until: 25s}]\nband: {min_over_pct: 0, max_over_pct: 0}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	badTrace := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(badTrace, []byte("time,identifier,cost\n1800000000000,a,1\n1800000000001,a,x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -90,7 +95,10 @@ func TestSimErrors(t *testing.T) {
 		{"malformed file", []string{bad}, 1, "sim: " + bad + ":8: field node: unknown field"},
 		{"missing file", []string{filepath.Join(dir, "none.yaml")}, 1, "none.yaml"},
 		{"unknown name", []string{"no-such-scenario"}, 1, `no built-in scenario or file "no-such-scenario"`},
-		{"nothing to run", nil, 1, "pass --all or --list"},
+		{"nothing to run", nil, 1, "pass --all, --trace or --list"},
+		{"malformed trace", []string{"--trace", badTrace, "--limit", "5", "--duration", "1s"}, 1, "sim: " + badTrace + ":3: field cost: want a non-negative integer"},
+		{"trace without a limit", []string{"--trace", badTrace}, 1, "--trace needs --limit and --duration"},
+		{"limit without a trace", []string{"one-node", "--limit", "5"}, 1, "--limit and --duration go with --trace"},
 		{"twice", []string{"one-node", "one-node"}, 1, "named twice"},
 		{"out of band", []string{narrow}, 1, "sim: out of their band: narrow"},
 		{"bad seed", []string{"one-node", "--seed", "-1"}, 2, "--seed"},
@@ -101,5 +109,30 @@ func TestSimErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestSimTrace replays a JSON lines trace through two regions and checks
+// the summary names it and its chart is written.
+func TestSimTrace(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&b, `{"time": %d, "identifier": "user-%d", "region": %d}`+"\n", 1_800_000_000_000+int64(i)*7, i%4, i%2)
+	}
+	trace := filepath.Join(dir, "My Log.jsonl")
+	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runSim(t, "--trace", trace, "--regions", "2", "--nodes", "2", "--limit", "50", "--duration", "5s", "--global-interval", "500ms", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "| trace-my-log | 2 regions × 2 nodes |") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "trace-my-log.svg")); err != nil {
+		t.Error(err)
 	}
 }
