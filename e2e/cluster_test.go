@@ -27,17 +27,23 @@ type clusterNode struct {
 	gossip string // its gossip address, also its member name
 }
 
-// gossipPorts returns n ports free for TCP and UDP on 127.0.0.1.
+// gossipPorts returns n ports free for TCP and UDP on 127.0.0.1, below the
+// ephemeral range (32768 and up on Linux), so that no outgoing connection
+// takes one between this check and the node's bind.
 func gossipPorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	for len(ports) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatal("no free gossip port")
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		port := 20000 + rand.IntN(12000)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		pc, err := net.ListenPacket("udp", addr)
 		ln.Close()
 		if err != nil {
 			continue
@@ -366,8 +372,8 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 
 // TestClusterKillNode SIGKILLs one of three nodes under load: the
 // survivors answer every request, agree on two members within the failure
-// detection time, and admit what the reference model admits again within a
-// window after that.
+// detection time, admit at most 7.5% more than the reference model until
+// then, and what it admits within a window after that.
 func TestClusterKillNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("25 s of load")
@@ -437,6 +443,15 @@ func TestClusterKillNode(t *testing.T) {
 	for c := recovered; c < cells; c++ {
 		if dev := float64(engine[c]-model[c]) / float64(model[c]); dev > 0.05 || dev < -0.05 {
 			t.Errorf("window %d (after convergence): admitted %d, model %d (%+.1f%%), beyond ±5%%", c, engine[c], model[c], 100*dev)
+		}
+	}
+	// Before convergence the dead owner's runner-up stands in for it once
+	// the survivors' breakers are open: deciding alone until the failure
+	// detector removed it, they admitted 10-20% more than the model.
+	killed := int(killAt.Sub(begin) / d)
+	for c := killed; c < recovered; c++ {
+		if dev := float64(engine[c]-model[c]) / float64(model[c]); dev > 0.075 {
+			t.Errorf("window %d (the kill, before convergence): admitted %d, model %d (%+.1f%%), above +7.5%%", c, engine[c], model[c], 100*dev)
 		}
 	}
 }

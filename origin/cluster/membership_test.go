@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,17 +15,19 @@ import (
 	"github.com/sluicehq/sluice/origin"
 )
 
-// freePort returns a port free on 127.0.0.1-3 for TCP and UDP (best effort).
+// freePort returns a port free on 127.0.0.1-3 for TCP and UDP, below the
+// ephemeral range (32768 and up on Linux), so that no outgoing connection
+// takes it before the test binds it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
 		ok := true
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
 		for i := 1; i <= 3; i++ {
 			pc, err := net.ListenPacket("udp", net.JoinHostPort(fmt.Sprintf("127.0.0.%d", i), strconv.Itoa(port)))
 			if err != nil {
