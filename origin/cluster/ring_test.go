@@ -126,3 +126,18 @@ func TestRingEmptyAndMembers(t *testing.T) {
 		t.Errorf("members %v", r.Members())
 	}
 }
+
+// BenchmarkOwner measures the owner lookup of every routed origin call:
+// one xxhash of the identity and one score per member.
+func BenchmarkOwner(b *testing.B) {
+	for _, n := range []int{3, 9, 27} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			r := NewRing(nodeIDs(n)...)
+			k := testKey(42)
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.Owner(k)
+			}
+		})
+	}
+}
