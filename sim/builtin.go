@@ -50,6 +50,20 @@ func Builtin() []Scenario {
 			s.OriginMargin = -1
 			return s
 		}(),
+		func() Scenario {
+			s := region("region-10x-replay-1s",
+				"As region-10x with a replay every second instead of every 25 ms: a node's view lags its region by up to a second of the others' admissions, more than the margin of 20 units covers.",
+				3, 10, Band{MinOverPct: 3, MaxOverPct: 15})
+			s.ReplayInterval = time.Second
+			return s
+		}(),
+		func() Scenario {
+			s := region("origin-loss",
+				"As region-10x on a lossy network: 20% of the calls to the regional origin fail at random (a failed origin decision backs the counter off to local decisions for a second).",
+				3, 10, Band{MinOverPct: 0.3, MaxOverPct: 5})
+			s.OriginLoss = 0.2
+			return s
+		}(),
 		regions("burst-one-region",
 			"Three regions of two nodes; all traffic, at 10x the limit, hits the first region.",
 			3, 2, 10, TrafficOneRegion, Band{MinOverPct: 0, MaxOverPct: 1}),
@@ -62,6 +76,13 @@ func Builtin() []Scenario {
 		regions("spread-8-regions",
 			"Traffic at 1.5x the limit spread evenly over eight regions of one node each: each region stays under 20% of the limit (the free zone of a fixed publication floor).",
 			8, 1, 1.5, TrafficEven, Band{MinOverPct: 0, MaxOverPct: 5}),
+		func() Scenario {
+			s := regions("global-loss",
+				"As spread-3-regions with 30% of the calls to the global store failing at random: rounds fail, the next one catches up.",
+				3, 1, 1.5, TrafficEven, Band{MinOverPct: 0, MaxOverPct: 6})
+			s.GlobalLoss = 0.3
+			return s
+		}(),
 		region("origin-outage",
 			"Three nodes of one region at 2x the limit; the regional origin (Redis) is down from the middle of the third window to the middle of the fourth.",
 			3, 2, Band{MinOverPct: 3, MaxOverPct: 20},

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +30,31 @@ func (o outages) at(ms int64) bool {
 	return false
 }
 
-// originCounts counts the calls a region's nodes make to its origin.
+// lossy fails a share of calls at random, from its own seeded source (the
+// calls of a run come one at a time, in an order fixed by the seed, so the
+// failures are too).
+type lossy struct {
+	mu    sync.Mutex
+	share float64
+	rng   *rand.Rand
+}
+
+func newLossy(share float64, seed, stream uint64) *lossy {
+	return &lossy{share: share, rng: rand.New(rand.NewPCG(seed, stream))}
+}
+
+// lost reports whether this call is lost.
+func (l *lossy) lost() bool {
+	if l == nil || l.share == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rng.Float64() < l.share
+}
+
+// originCounts counts the calls a region's nodes make to its origin; failed
+// counts those refused by an outage or lost.
 type originCounts struct {
 	loads, applies, decides, failed atomic.Int64
 }
@@ -39,11 +65,12 @@ type faultyOrigin struct {
 	origin.Origin
 	clock *vclock
 	down  outages
+	loss  *lossy
 	n     *originCounts
 }
 
 func (f *faultyOrigin) fail() bool {
-	if f.down.at(f.clock.milli()) {
+	if f.down.at(f.clock.milli()) || f.loss.lost() {
 		f.n.failed.Add(1)
 		return true
 	}
@@ -88,12 +115,13 @@ type faultyGlobal struct {
 	global.Store
 	clock *vclock
 	down  outages
+	loss  *lossy
 	n     *globalCounts
 }
 
 func (f *faultyGlobal) fail() bool {
 	f.n.calls.Add(1)
-	if f.down.at(f.clock.milli()) {
+	if f.down.at(f.clock.milli()) || f.loss.lost() {
 		f.n.failed.Add(1)
 		return true
 	}

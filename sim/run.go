@@ -38,6 +38,8 @@ type Result struct {
 	ReplayInterval string  `json:"replay_interval"`
 	GlobalInterval string  `json:"global_interval,omitempty"`
 	OriginMargin   float64 `json:"origin_margin"`
+	OriginLoss     float64 `json:"origin_loss,omitempty"`
+	GlobalLoss     float64 `json:"global_loss,omitempty"`
 
 	// Requests is the number of requests sent; Admitted how many the
 	// simulated deployment admitted, Reference how many the exact
@@ -230,11 +232,10 @@ func Run(s Scenario, seed uint64) (Result, error) {
 		id := rng.IntN(s.Identifiers)
 		return event{ms: ms, id: id, cost: 1, node: rng.IntN(pool)}, true, nil
 	}
-	res, err := simulate(s, start, ids, next)
+	res, err := simulate(s, seed, start, ids, next)
 	if err != nil {
 		return Result{}, err
 	}
-	res.Seed = seed
 	band := s.Band
 	res.Band = &band
 	res.InBand = band.Contains(res.OverPct)
@@ -255,9 +256,9 @@ type event struct {
 
 // simulate runs the deployment of s (defaults applied, valid) on the
 // requests next returns, in ascending time from start (a window boundary),
-// against the exact model, and returns the figures. The caller fills in
-// the seed and the band.
-func simulate(s Scenario, start int64, ids []identity, next func() (event, bool, error)) (Result, error) {
+// against the exact model, and returns the figures. Seed drives the lossy
+// calls. The caller fills in the band.
+func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() (event, bool, error)) (Result, error) {
 	if s.OriginMargin == 0 {
 		s.OriginMargin = sluice.DefaultOriginMargin
 	}
@@ -289,12 +290,14 @@ func simulate(s Scenario, start int64, ids []identity, next func() (event, bool,
 	var gcounts globalCounts
 	var store *faultyGlobal
 	if s.Regions > 1 {
-		store = &faultyGlobal{Store: globalmemory.New(), clock: clock, down: globalOutages, n: &gcounts}
+		store = &faultyGlobal{Store: globalmemory.New(), clock: clock, down: globalOutages, n: &gcounts,
+			loss: newLossy(s.GlobalLoss, seed, 0x910ba1)}
 	}
 	ocounts := make([]originCounts, s.Regions)
 	nodes := make([]*node, 0, s.Regions*s.Nodes)
 	for r := range s.Regions {
-		o := &faultyOrigin{Origin: originmemory.New(clock.now), clock: clock, down: originOutages[r], n: &ocounts[r]}
+		o := &faultyOrigin{Origin: originmemory.New(clock.now), clock: clock, down: originOutages[r], n: &ocounts[r],
+			loss: newLossy(s.OriginLoss, seed, 0x0121a1+uint64(r))}
 		for range s.Nodes {
 			cfg := sluice.Config{
 				Region:          fmt.Sprintf("region-%d", r),
@@ -434,7 +437,8 @@ func simulate(s Scenario, start int64, ids []identity, next func() (event, bool,
 		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: fmtDuration(s.Window), Windows: s.Windows,
 		Load: s.Load, Identifiers: len(ids), Traffic: s.Traffic,
 		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
-		Requests: requests, ReferenceSeries: refSeries, InBand: true,
+		Requests: requests, ReferenceSeries: refSeries, InBand: true, Seed: seed,
+		OriginLoss: s.OriginLoss, GlobalLoss: s.GlobalLoss,
 	}
 	var over, under int64
 	var worst, refWorst int64

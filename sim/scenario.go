@@ -117,6 +117,11 @@ type Scenario struct {
 	// the limit near which the origin decides. 0 takes the engine's
 	// default (0.2); a negative value turns it off.
 	OriginMargin float64
+	// OriginLoss and GlobalLoss are the shares of calls to the regional
+	// origins and to the global store that fail (with ErrUnavailable) at
+	// random, drawn from the run's seed: a lossy network.
+	OriginLoss float64
+	GlobalLoss float64
 	// Faults are scheduled in virtual time.
 	Faults []Fault
 	// Band is where the over-admission is expected to stay.
@@ -187,6 +192,12 @@ func (s Scenario) Validate() error {
 		return bad("global_interval", "%v is not a whole, non-negative number of milliseconds", s.GlobalInterval)
 	case s.OriginMargin > 1:
 		return bad("origin_margin", "%v is above 1", s.OriginMargin)
+	case !(s.OriginLoss >= 0 && s.OriginLoss < 1):
+		return bad("origin_loss", "%v is outside [0, 1)", s.OriginLoss)
+	case !(s.GlobalLoss >= 0 && s.GlobalLoss < 1):
+		return bad("global_loss", "%v is outside [0, 1)", s.GlobalLoss)
+	case s.GlobalLoss > 0 && s.Regions < 2:
+		return bad("global_loss", "a global store needs at least 2 regions")
 	case s.Band.MinOverPct > s.Band.MaxOverPct:
 		return bad("band", "min %v is above max %v", s.Band.MinOverPct, s.Band.MaxOverPct)
 	}

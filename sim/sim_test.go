@@ -168,6 +168,8 @@ func TestValidate(t *testing.T) {
 		{"traffic", func(s *Scenario) { s.Traffic = "random" }},
 		{"replay_interval", func(s *Scenario) { s.ReplayInterval = -time.Second }},
 		{"origin_margin", func(s *Scenario) { s.OriginMargin = 2 }},
+		{"origin_loss", func(s *Scenario) { s.OriginLoss = 1 }},
+		{"global_loss", func(s *Scenario) { s.GlobalLoss = 0.1 }}, // one region: no global store
 		{"band", func(s *Scenario) { s.Band = Band{MinOverPct: 5, MaxOverPct: 1} }},
 		{"faults[0].kind", func(s *Scenario) { s.Faults = []Fault{{Kind: "flood"}} }},
 		{"faults[0].kind", func(s *Scenario) { s.Faults = []Fault{{Kind: GlobalOutage, Until: time.Second}} }},

@@ -359,11 +359,10 @@ func RunTrace(tr Trace, dep TraceDeployment, seed uint64) (Result, error) {
 		return event{ms: r.Time, id: index[identity{r.Namespace, r.Identifier}], cost: r.Cost, node: region*s.Nodes + node}, true, nil
 	}
 	start := tr.Requests[0].Time / d * d
-	res, err := simulate(s, start, ids, next)
+	res, err := simulate(s, seed, start, ids, next)
 	if err != nil {
 		return Result{}, err
 	}
-	res.Seed = seed
 	res.Traffic = "trace"
 	return res, nil
 }

@@ -125,7 +125,8 @@ func (p *parser) fields(n *yaml.Node, prefix string, known, required []string, s
 
 var (
 	scenarioFields = []string{"name", "description", "regions", "nodes", "limit", "window", "windows", "load",
-		"identifiers", "traffic", "replay_interval", "global_interval", "origin_margin", "faults", "band"}
+		"identifiers", "traffic", "replay_interval", "global_interval", "origin_margin", "origin_loss", "global_loss",
+		"faults", "band"}
 	scenarioRequired = []string{"name", "nodes", "limit", "window", "windows", "load", "band"}
 	faultFields      = []string{"kind", "at", "until", "regions", "node"}
 	bandFields       = []string{"min_over_pct", "max_over_pct"}
@@ -166,6 +167,10 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			s.GlobalInterval, err = p.duration(v, path)
 		case "origin_margin":
 			s.OriginMargin, err = p.number(v, path)
+		case "origin_loss":
+			s.OriginLoss, err = p.number(v, path)
+		case "global_loss":
+			s.GlobalLoss, err = p.number(v, path)
 		case "faults":
 			s.Faults, err = p.faults(v, path)
 		case "band":
