@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -566,5 +567,92 @@ func TestClusterGracefulLeave(t *testing.T) {
 	}
 	if !strings.Contains(nodes[2].logs(), `"msg":"cluster: leaving"`) {
 		t.Error(`no "cluster: leaving" in the stopped node's log`)
+	}
+}
+
+// TestClusterHungNode stops one of three nodes (SIGSTOP) for longer than the
+// failure detection time, cutting it off from the others, then resumes it:
+// the others answer every request meanwhile, the three agree on three
+// members again after it resumes, and a whole window after that admits what
+// the reference model admits.
+func TestClusterHungNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("35 s of load")
+	}
+	const (
+		ids   = 10
+		limit = 50
+		d     = 5 * time.Second
+		cells = 7
+	)
+	ws := fmt.Sprintf("e2e-hung-%d", time.Now().UnixNano())
+	nodes := startCluster(t, 3, ws)
+	begin := nextCell(d)
+	stopAt, contAt := begin.Add(d+d/2), begin.Add(3*d+d/2)
+	hung, others := nodes[2], nodes[:2]
+	t.Cleanup(func() { _ = hung.cmd.Process.Signal(syscall.SIGCONT) })
+	healed := make(chan time.Duration, 1)
+	var cutOff time.Duration // when the others agreed on 2 members
+	go func() {
+		time.Sleep(time.Until(stopAt))
+		_ = hung.cmd.Process.Signal(syscall.SIGSTOP)
+		for time.Now().Before(contAt) {
+			if cutOff == 0 {
+				ok := true
+				for _, n := range others {
+					if v, err := scrapeMembers(n); err != nil || v != 2 {
+						ok = false
+					}
+				}
+				if ok {
+					cutOff = time.Since(stopAt)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = hung.cmd.Process.Signal(syscall.SIGCONT)
+		start := time.Now()
+		for time.Since(start) < 20*time.Second {
+			ok := true
+			for _, n := range nodes {
+				if v, err := scrapeMembers(n); err != nil || v != 3 {
+					ok = false
+				}
+			}
+			if ok {
+				healed <- time.Since(start)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		healed <- 0
+	}()
+	out := clusterLoad(func(due time.Time) []*clusterNode {
+		if due.After(stopAt.Add(-100*time.Millisecond)) && due.Before(contAt.Add(time.Second)) {
+			return others
+		}
+		return nodes
+	}, ws, ids, limit, d, begin, cells*d)
+	took := <-healed
+	if len(out.failures) > 0 {
+		t.Errorf("%d requests failed; first: %s", len(out.failures), out.failures[0])
+	}
+	engine, model := compare(out.results, limit, d, begin, cells)
+	t.Logf("stopped %s for %v; the others dropped it after %v; 3 members again %v after it resumed; admitted per window (nodes %v, model %v); load average %s",
+		hung.gossip, contAt.Sub(stopAt), cutOff.Round(100*time.Millisecond), took.Round(100*time.Millisecond), engine, model, loadavg())
+	if cutOff == 0 {
+		t.Error("the others never dropped the stopped node: it was not cut off for long enough")
+	}
+	if took == 0 {
+		t.Fatal("the cluster did not agree on 3 members within 20s of the resume")
+	}
+	first := int((contAt.Add(took).Sub(begin) + d - 1) / d)
+	if first >= cells {
+		t.Fatalf("no whole window left after healing (window %d)", first)
+	}
+	for c := first; c < cells; c++ {
+		if dev := float64(engine[c]-model[c]) / float64(model[c]); dev > 0.05 || dev < -0.05 {
+			t.Errorf("window %d (after healing): admitted %d, model %d (%+.1f%%), beyond ±5%%", c, engine[c], model[c], 100*dev)
+		}
 	}
 }
