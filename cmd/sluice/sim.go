@@ -65,7 +65,16 @@ func (c *simCmd) Run(out io.Writer) error {
 	}
 	start := time.Now()
 	rep := sim.Report{Seed: c.Seed}
+	bar := progress{total: len(scenarios)}
+	if c.Trace != "" {
+		bar.total++
+	}
+	if isTerminal(os.Stderr) {
+		bar.w = os.Stderr
+	}
+	defer bar.done()
 	for _, s := range scenarios {
+		bar.step(s.Name)
 		res, err := sim.Run(s, c.Seed)
 		if err != nil {
 			return err
@@ -73,12 +82,14 @@ func (c *simCmd) Run(out io.Writer) error {
 		rep.Results = append(rep.Results, res)
 	}
 	if c.Trace != "" {
+		bar.step(c.deployment().Name)
 		res, err := sim.RunTrace(trace, c.deployment(), c.Seed)
 		if err != nil {
 			return err
 		}
 		rep.Results = append(rep.Results, res)
 	}
+	bar.done()
 	elapsed := time.Since(start)
 	if c.Out != "" {
 		if err := rep.WriteFiles(c.Out); err != nil {
@@ -186,4 +197,43 @@ func listScenarios(out io.Writer) error {
 		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
+}
+
+// progress draws a one-line progress bar, rewritten in place, on a
+// terminal; with no writer it draws nothing.
+type progress struct {
+	w            io.Writer // nil: not a terminal
+	total, count int
+	drawn        bool
+}
+
+// step shows that the scenario name starts.
+func (p *progress) step(name string) {
+	p.count++
+	if p.w == nil {
+		return
+	}
+	const width = 20
+	filled := width * (p.count - 1) / max(p.total, 1)
+	fmt.Fprintf(p.w, "\r\x1b[Ksim [%s%s] %d/%d %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.count, p.total, name)
+	p.drawn = true
+}
+
+// done erases the bar.
+func (p *progress) done() {
+	if p.w != nil && p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}
+
+// isTerminal reports whether f is a character device other than the null
+// device: a terminal, for the progress bar.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }

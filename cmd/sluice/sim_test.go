@@ -136,3 +136,38 @@ func TestSimTrace(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSimProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := progress{w: &b, total: 4}
+	p.step("one-node")
+	p.step("region-2x")
+	p.done()
+	p.done() // erases once
+	want := "\r\x1b[Ksim [....................] 1/4 one-node" +
+		"\r\x1b[Ksim [#####...............] 2/4 region-2x" +
+		"\r\x1b[K"
+	if b.String() != want {
+		t.Errorf("got %q\nwant %q", b.String(), want)
+	}
+	quiet := progress{total: 2}
+	quiet.step("x")
+	quiet.done() // no writer: nothing to draw, no panic
+
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if isTerminal(null) {
+		t.Error("the null device counts as a terminal")
+	}
+	file, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if isTerminal(file) {
+		t.Error("a regular file counts as a terminal")
+	}
+}
