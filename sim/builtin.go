@@ -58,6 +58,13 @@ func Builtin() []Scenario {
 			return s
 		}(),
 		func() Scenario {
+			s := region("region-10x-replay-latency",
+				"As region-10x with replays that take 200 ms to land at the origin (a slow or distant Redis): the origin decides near the limit without the other nodes' replays in flight.",
+				3, 10, Band{MinOverPct: 0.5, MaxOverPct: 8})
+			s.ReplayLatency = 200 * time.Millisecond
+			return s
+		}(),
+		func() Scenario {
 			s := region("origin-loss",
 				"As region-10x on a lossy network: 20% of the calls to the regional origin fail at random (a failed origin decision backs the counter off to local decisions for a second).",
 				3, 10, Band{MinOverPct: 0.3, MaxOverPct: 5})

@@ -67,6 +67,19 @@ type faultyOrigin struct {
 	down  outages
 	loss  *lossy
 	n     *originCounts
+	gate  *gate // nil: replays land at once
+}
+
+// gate holds a node's replay calls until the simulator lets them land: a
+// replay latency in virtual time.
+type gate struct {
+	on      atomic.Bool   // set while the simulator drives a replay round
+	arrived chan struct{} // a replay call waits
+	release chan struct{} // it may land
+}
+
+func newGate() *gate {
+	return &gate{arrived: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (f *faultyOrigin) fail() bool {
@@ -86,8 +99,13 @@ func (f *faultyOrigin) Load(ctx context.Context, key origin.Key, seq int64) (ori
 	return f.Origin.Load(ctx, key, seq)
 }
 
-// Apply implements [origin.Origin].
+// Apply implements [origin.Origin]. Behind a gate, a replay round's call
+// waits until the simulator lets it land.
 func (f *faultyOrigin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+	if f.gate != nil && f.gate.on.Load() {
+		f.gate.arrived <- struct{}{}
+		<-f.gate.release
+	}
 	f.n.applies.Add(1)
 	if f.fail() {
 		return nil, origin.ErrUnavailable

@@ -39,6 +39,7 @@ type Result struct {
 	GlobalInterval string  `json:"global_interval,omitempty"`
 	OriginMargin   float64 `json:"origin_margin"`
 	OriginLoss     float64 `json:"origin_loss,omitempty"`
+	ReplayLatency  string  `json:"replay_latency,omitempty"`
 	GlobalLoss     float64 `json:"global_loss,omitempty"`
 
 	// Requests is the number of requests sent; Admitted how many the
@@ -200,6 +201,65 @@ type node struct {
 	region int
 	cfg    sluice.Config
 	l      *sluice.Limiter
+
+	// With a replay latency, a replay round runs on its own goroutine and
+	// its origin call waits at gate until the simulator lets it land.
+	gate     *gate
+	flushed  chan struct{} // closed when the round in flight has returned
+	inFlight bool          // a round's origin call is waiting at gate
+	due      int64         // when it lands, Unix ms
+}
+
+// flush starts a replay round of n at now. Without a gate the round runs
+// at once; with one it runs on its own goroutine until its origin call
+// waits at the gate (it lands at now + latency) or it returns without one.
+func (n *node) flush(now, latency int64) {
+	if n.gate == nil {
+		n.l.Flush()
+		return
+	}
+	if n.flushed != nil {
+		return // the previous round has not returned: the dispatcher waits for it
+	}
+	n.gate.on.Store(true)
+	done := make(chan struct{})
+	n.flushed = done
+	go func() {
+		defer close(done)
+		n.l.Flush()
+	}()
+	n.await(now, latency)
+}
+
+// await waits until the round in flight either calls the origin (which
+// then waits at the gate, to land at now + latency) or returns.
+func (n *node) await(now, latency int64) {
+	select {
+	case <-n.gate.arrived:
+		n.inFlight, n.due = true, now+latency
+	case <-n.flushed:
+		n.inFlight, n.flushed = false, nil
+		n.gate.on.Store(false)
+	}
+}
+
+// land lets the origin call of the round in flight go through now, and
+// waits for what the round does next.
+func (n *node) land(now, latency int64) {
+	n.gate.release <- struct{}{}
+	n.inFlight = false
+	n.await(now, latency)
+}
+
+// settle lands every call of the round in flight at once, until it returns.
+func (n *node) settle(now int64) {
+	for n.flushed != nil {
+		if n.inFlight {
+			n.land(now, 0)
+		} else {
+			n.await(now, 0)
+		}
+	}
 }
 
 // Run simulates s with the random source seeded by seed and returns what
@@ -295,10 +355,16 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	}
 	ocounts := make([]originCounts, s.Regions)
 	nodes := make([]*node, 0, s.Regions*s.Nodes)
+	latency := s.ReplayLatency.Milliseconds()
 	for r := range s.Regions {
-		o := &faultyOrigin{Origin: originmemory.New(clock.now), clock: clock, down: originOutages[r], n: &ocounts[r],
-			loss: newLossy(s.OriginLoss, seed, 0x0121a1+uint64(r))}
+		regionStore := originmemory.New(clock.now)
+		loss := newLossy(s.OriginLoss, seed, 0x0121a1+uint64(r))
 		for range s.Nodes {
+			n := &node{region: r}
+			if latency > 0 {
+				n.gate = newGate()
+			}
+			o := &faultyOrigin{Origin: regionStore, clock: clock, down: originOutages[r], n: &ocounts[r], loss: loss, gate: n.gate}
 			cfg := sluice.Config{
 				Region:          fmt.Sprintf("region-%d", r),
 				Origin:          o,
@@ -317,7 +383,7 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 				cfg.GlobalInterval = s.GlobalInterval
 				cfg.GlobalTimeout = time.Minute
 			}
-			n := &node{region: r, cfg: cfg}
+			n.cfg = cfg
 			if err := n.start(); err != nil {
 				closeAll(nodes)
 				return Result{}, err
@@ -325,7 +391,12 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 			nodes = append(nodes, n)
 		}
 	}
-	defer closeAll(nodes)
+	defer func() {
+		for _, n := range nodes {
+			n.settle(clock.milli())
+		}
+		closeAll(nodes)
+	}()
 
 	ctx := context.Background()
 	sync := func(at int64) {
@@ -344,6 +415,17 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 
 	nextFlush, nextGlobal := start, start
 	ri := s.ReplayInterval.Milliseconds()
+	// landing returns the node whose replay lands first (the lowest index
+	// among equals), or nil.
+	landing := func() *node {
+		var first *node
+		for _, n := range nodes {
+			if n.inFlight && (first == nil || n.due < first.due) {
+				first = n
+			}
+		}
+		return first
+	}
 	advance := func(to int64) error {
 		for {
 			at := nextFlush
@@ -353,19 +435,27 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 			if len(restarts) > 0 {
 				at = min(at, start+restarts[0].At.Milliseconds())
 			}
+			lands := landing()
+			if lands != nil {
+				at = min(at, lands.due)
+			}
 			if at > to {
 				return nil
 			}
 			clock.set(at)
 			switch {
+			case lands != nil && lands.due == at:
+				lands.land(at, latency)
 			case len(restarts) > 0 && start+restarts[0].At.Milliseconds() == at:
-				if err := nodes[restarts[0].Node].restart(); err != nil {
+				n := nodes[restarts[0].Node]
+				n.settle(at) // a replay in flight lands before the process stops
+				if err := n.restart(); err != nil {
 					return err
 				}
 				restarts = restarts[1:]
 			case at == nextFlush:
 				for _, n := range nodes {
-					n.l.Flush()
+					n.flush(at, latency)
 				}
 				nextFlush += ri
 			default:
@@ -439,6 +529,9 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
 		Requests: requests, ReferenceSeries: refSeries, InBand: true, Seed: seed,
 		OriginLoss: s.OriginLoss, GlobalLoss: s.GlobalLoss,
+	}
+	if s.ReplayLatency > 0 {
+		res.ReplayLatency = fmtDuration(s.ReplayLatency)
 	}
 	var over, under int64
 	var worst, refWorst int64

@@ -117,6 +117,12 @@ type Scenario struct {
 	// the limit near which the origin decides. 0 takes the engine's
 	// default (0.2); a negative value turns it off.
 	OriginMargin float64
+	// ReplayLatency is how long a replay takes to reach the origin, in
+	// virtual time: its increments land that long after the round that
+	// sent them (the node counts them as in flight meanwhile, as it does
+	// with a real network), and the node's next round waits for it.
+	// Default 0: a replay lands at once.
+	ReplayLatency time.Duration
 	// OriginLoss and GlobalLoss are the shares of calls to the regional
 	// origins and to the global store that fail (with ErrUnavailable) at
 	// random, drawn from the run's seed: a lossy network.
@@ -192,6 +198,8 @@ func (s Scenario) Validate() error {
 		return bad("global_interval", "%v is not a whole, non-negative number of milliseconds", s.GlobalInterval)
 	case s.OriginMargin > 1:
 		return bad("origin_margin", "%v is above 1", s.OriginMargin)
+	case s.ReplayLatency < 0 || s.ReplayLatency%time.Millisecond != 0:
+		return bad("replay_latency", "%v is not a whole, non-negative number of milliseconds", s.ReplayLatency)
 	case !(s.OriginLoss >= 0 && s.OriginLoss < 1):
 		return bad("origin_loss", "%v is outside [0, 1)", s.OriginLoss)
 	case !(s.GlobalLoss >= 0 && s.GlobalLoss < 1):

@@ -169,6 +169,7 @@ func TestValidate(t *testing.T) {
 		{"replay_interval", func(s *Scenario) { s.ReplayInterval = -time.Second }},
 		{"origin_margin", func(s *Scenario) { s.OriginMargin = 2 }},
 		{"origin_loss", func(s *Scenario) { s.OriginLoss = 1 }},
+		{"replay_latency", func(s *Scenario) { s.ReplayLatency = -time.Millisecond }},
 		{"global_loss", func(s *Scenario) { s.GlobalLoss = 0.1 }}, // one region: no global store
 		{"band", func(s *Scenario) { s.Band = Band{MinOverPct: 5, MaxOverPct: 1} }},
 		{"faults[0].kind", func(s *Scenario) { s.Faults = []Fault{{Kind: "flood"}} }},

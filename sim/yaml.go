@@ -125,7 +125,7 @@ func (p *parser) fields(n *yaml.Node, prefix string, known, required []string, s
 
 var (
 	scenarioFields = []string{"name", "description", "regions", "nodes", "limit", "window", "windows", "load",
-		"identifiers", "traffic", "replay_interval", "global_interval", "origin_margin", "origin_loss", "global_loss",
+		"identifiers", "traffic", "replay_interval", "global_interval", "origin_margin", "replay_latency", "origin_loss", "global_loss",
 		"faults", "band"}
 	scenarioRequired = []string{"name", "nodes", "limit", "window", "windows", "load", "band"}
 	faultFields      = []string{"kind", "at", "until", "regions", "node"}
@@ -167,6 +167,8 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			s.GlobalInterval, err = p.duration(v, path)
 		case "origin_margin":
 			s.OriginMargin, err = p.number(v, path)
+		case "replay_latency":
+			s.ReplayLatency, err = p.duration(v, path)
 		case "origin_loss":
 			s.OriginLoss, err = p.number(v, path)
 		case "global_loss":
