@@ -26,6 +26,19 @@ import (
 type clusterNode struct {
 	*node
 	gossip string // its gossip address, also its member name
+	admin  string // its admin listener (http://host:port); "": from its log
+}
+
+// metricsURL is the node's /metrics: its admin listener's (or the API
+// port's where the build serves them there).
+func (n *clusterNode) metricsURL() string {
+	if n.admin != "" {
+		return n.admin + "/metrics"
+	}
+	if m := adminLine.FindStringSubmatch(n.logs()); m != nil {
+		return "http://" + m[1] + "/metrics"
+	}
+	return n.URL + "/metrics"
 }
 
 // gossipPorts returns n ports free for TCP and UDP on 127.0.0.1, below the
@@ -117,10 +130,7 @@ var adminLine = regexp.MustCompile(`"msg":"admin listening"[^}]*"addr":"([^"]+)"
 // listener (or the API port where the build serves them there).
 func metricsText(t *testing.T, n *clusterNode) string {
 	t.Helper()
-	url := n.URL + "/metrics"
-	if m := adminLine.FindStringSubmatch(n.logs()); m != nil {
-		url = "http://" + m[1] + "/metrics"
-	}
+	url := n.metricsURL()
 	res, err := client.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
@@ -460,11 +470,7 @@ func TestClusterKillNode(t *testing.T) {
 // scrapeMembers reads sluice_cluster_members without failing the test (it
 // runs on a goroutine).
 func scrapeMembers(n *clusterNode) (float64, error) {
-	url := n.URL + "/metrics"
-	if m := adminLine.FindStringSubmatch(n.logs()); m != nil {
-		url = "http://" + m[1] + "/metrics"
-	}
-	res, err := client.Get(url)
+	res, err := client.Get(n.metricsURL())
 	if err != nil {
 		return 0, err
 	}

@@ -22,7 +22,7 @@ import (
 type ClusterFlags struct {
 	ClusterAddr      string   `name:"cluster-addr" default:"127.0.0.1:7946" help:"Gossip address of the cluster origin (TCP and UDP)."`
 	ClusterAdvertise string   `name:"cluster-advertise" placeholder:"HOST:PORT" help:"Gossip address the other nodes use, when --cluster-addr is not reachable by them."`
-	ClusterJoin      []string `name:"cluster-join" sep:"," placeholder:"HOST:PORT,..." help:"Nodes to join (comma-separated). A DNS name stands for all its A/AAAA records and is resolved again every 30s (a headless Service works). Without it and with --redis-url, nodes find each other through Redis."`
+	ClusterJoin      []string `name:"cluster-join" sep:"," placeholder:"HOST:PORT,..." help:"Nodes to join (comma-separated). A DNS name stands for all its A/AAAA records and is resolved again every 5s, joining the addresses that are not members (a headless Service works; a healed partition rejoins). Without it and with --redis-url, nodes find each other through Redis."`
 	ClusterSecret    string   `name:"cluster-secret" help:"Cluster secret: encrypts the gossip and authenticates the peer RPC. Required unless every address is loopback."`
 	ClusterPreset    string   `name:"cluster-preset" enum:"lan,wan" default:"lan" help:"Failure detection and gossip timing: lan or wan."`
 

@@ -28,9 +28,11 @@ const (
 )
 
 // DefaultRejoinInterval is how often a member re-resolves its seeds and
-// joins the ones that are not members yet (new nodes behind a DNS name, a
-// partition that healed).
-const DefaultRejoinInterval = 30 * time.Second
+// joins the ones that are not members (new nodes behind a DNS name, the
+// other side of a partition that healed, which memberlist alone may take
+// its 30 s push-pull period or more to find again). A round that finds
+// every seed a member costs one discovery (a DNS lookup or a Redis read).
+const DefaultRejoinInterval = 5 * time.Second
 
 // Discover returns gossip addresses (host:port) of nodes to join.
 type Discover func(ctx context.Context) ([]string, error)
