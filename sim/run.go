@@ -399,11 +399,16 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	}()
 
 	ctx := context.Background()
+	// Rounds run node after node, starting one node later each round: in
+	// a fixed order the last region to round would always see the others'
+	// fresh counts and the first never would (real rounds are jittered).
+	rounds := 0
 	sync := func(at int64) {
 		clock.set(at)
-		for _, n := range nodes {
-			_ = n.l.SyncGlobal(ctx) // a failed round is part of the scenario
+		for i := range nodes {
+			_ = nodes[(rounds+i)%len(nodes)].l.SyncGlobal(ctx) // a failed round is part of the scenario
 		}
+		rounds++
 	}
 	gi := s.GlobalInterval.Milliseconds()
 	if store != nil {
