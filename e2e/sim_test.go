@@ -60,20 +60,35 @@ func TestSimAll(t *testing.T) {
 	}
 }
 
-// TestSimMalformedScenario checks the exit status and message of a
-// malformed scenario file.
-func TestSimMalformedScenario(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(file, []byte("name: bad\nnodes: 3\nlimit: 10\nwindow: 10\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "sim", file)
-	cmd.Env = cleanEnv()
-	out, err := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
-		t.Fatalf("exit %d (%v), want 1", code, err)
-	}
-	if want := file + ":4: field window: want a duration"; !strings.Contains(string(out), want) {
-		t.Errorf("output %q does not contain %q", out, want)
+// TestSimMalformedFiles checks the exit status and message of a malformed
+// scenario file and of malformed traces, CSV and JSON lines.
+func TestSimMalformedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text string
+		args       []string
+		want       string
+	}{
+		{"bad.yaml", "name: bad\nnodes: 3\nlimit: 10\nwindow: 10\n", nil, ":4: field window: want a duration"},
+		{"bad.csv", "time,identifier,cost\n1800000000000,a,1\n1800000000005,b,lots\n", []string{"--limit", "5", "--duration", "1s"}, ":3: field cost: want a non-negative integer"},
+		{"bad.jsonl", `{"time": 1800000000000, "identifier": "a", "colour": "red"}`, []string{"--limit", "5", "--duration", "1s"}, ":1: field colour: unknown member"},
+	} {
+		file := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(file, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"sim", file}
+		if tc.args != nil {
+			args = append([]string{"sim", "--trace", file}, tc.args...)
+		}
+		cmd := exec.Command(binary, args...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
+			t.Errorf("%s: exit %d (%v), want 1", tc.name, code, err)
+		}
+		if want := file + tc.want; !strings.Contains(string(out), want) {
+			t.Errorf("%s: output %q does not contain %q", tc.name, out, want)
+		}
 	}
 }
