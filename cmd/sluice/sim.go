@@ -27,7 +27,7 @@ type simCmd struct {
 	Trace          string        `placeholder:"FILE" help:"Replay a request log (CSV with a header row, or JSON lines; docs/sim.md) through --regions × --nodes at --limit per --duration, against the exact model."`
 	Regions        int           `default:"1" help:"With --trace: the number of regions."`
 	Nodes          int           `default:"3" help:"With --trace: the nodes of each region."`
-	Limit          int64         `help:"With --trace: every identifier's limit per window (required)."`
+	Limit          int64         `placeholder:"N" help:"With --trace: every identifier's limit per window (required)."`
 	Duration       time.Duration `help:"With --trace: the window, e.g. 1m (required)."`
 	ReplayInterval time.Duration `default:"25ms" help:"With --trace: the replay interval of every node."`
 	GlobalInterval time.Duration `default:"5s" help:"With --trace and several regions: the global layer's interval."`
