@@ -16,7 +16,15 @@
 // Faults are scheduled in virtual time: an origin outage (every origin call
 // fails with origin.ErrUnavailable), a global outage (every global call
 // fails with global.ErrUnavailable) and a node restart (the limiter is
-// closed and a fresh one takes its place on the same origin).
+// closed and a fresh one takes its place on the same origin). A scenario may
+// also lose a share of the calls at random and delay replays (a replay
+// latency in virtual time).
+//
+// [Builtin] holds the scenarios of docs/accuracy.md, each with the band of
+// over-admission it is expected to stay in; [Parse] reads a scenario from
+// YAML, [ParseTrace] a user's request log, which [RunTrace] replays through
+// a deployment of the user's choice. [Report] writes report.md,
+// results.json and one SVG chart per result.
 package sim
 
 import (
