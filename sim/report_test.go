@@ -156,4 +156,12 @@ func TestAccuracyDocMatchesReport(t *testing.T) {
 	if n := strings.Count(rep, "\n") - 2; n != len(Builtin()) {
 		t.Errorf("the committed report has %d scenarios, there are %d built in", n, len(Builtin()))
 	}
+	for _, s := range Builtin() { // every committed chart parses and draws its legend
+		data, err := os.ReadFile(filepath.Join("..", "docs", "accuracy", s.Name+".svg"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		checkSVG(t, s.Name+".svg", data)
+	}
 }
