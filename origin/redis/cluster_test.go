@@ -55,7 +55,7 @@ func masterOf(t testing.TB, c *goredis.ClusterClient, slot int64) (master, repli
 	}
 	for _, sh := range shards {
 		for _, r := range sh.Slots {
-			if int64(r.Start) > slot || slot > int64(r.End) {
+			if r.Start > slot || slot > r.End {
 				continue
 			}
 			for _, n := range sh.Nodes {

@@ -104,7 +104,7 @@ func TestWritesBumpTheVersion(t *testing.T) {
 		{"override deleted", func() error { return s.DeleteOverride(ctx, "ws", ns.ID, "x") }, 1},
 		{"delete of nothing", func() error {
 			if err := s.DeleteOverride(ctx, "ws", ns.ID, "x"); !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("want ErrNotFound, got %v", err)
+				return fmt.Errorf("want ErrNotFound, got %w", err)
 			}
 			return nil
 		}, 0},
