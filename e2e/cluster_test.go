@@ -279,6 +279,17 @@ func sum(xs []int) int {
 	return s
 }
 
+// awayFromCellEnd waits, if needed, until at least need is left of the
+// current cell of d, so that a test that expects a counter's count to hold
+// does not see the sliding window start to forget it.
+func awayFromCellEnd(d, need time.Duration) {
+	ms := d.Milliseconds()
+	end := time.UnixMilli((time.Now().UnixMilli()/ms + 1) * ms)
+	if time.Until(end) < need {
+		time.Sleep(time.Until(end) + 100*time.Millisecond)
+	}
+}
+
 // nextCell returns the first cell boundary of d at least 500 ms away.
 func nextCell(d time.Duration) time.Time {
 	ms := d.Milliseconds()
@@ -339,7 +350,8 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 	}
 	ring := cluster.NewRing(names...)
 	const limit = 10
-	d := time.Minute
+	d := time.Hour
+	awayFromCellEnd(d, 30*time.Second)
 	id := "burst"
 	owner := slices.Index(names, ring.Owner(origin.Key{Workspace: ws, Namespace: "bcast", Identifier: id, Duration: d}))
 	caller, third := nodes[(owner+1)%3], nodes[(owner+2)%3]
@@ -497,7 +509,8 @@ func TestClusterRejoin(t *testing.T) {
 	}
 	ring := cluster.NewRing(names...)
 	const limit = 10
-	d := time.Minute
+	d := time.Hour
+	awayFromCellEnd(d, 30*time.Second)
 	victim := nodes[2]
 	var id string
 	for i := 0; id == ""; i++ {

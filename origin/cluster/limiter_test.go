@@ -25,7 +25,8 @@ func TestLimitersDenyAfterBroadcast(t *testing.T) {
 		t.Cleanup(func() { _ = l.Close() })
 	}
 	ctx := context.Background()
-	req := sluice.Request{Namespace: "ns", Identifier: "burst", Limit: 10, Duration: time.Minute, Cost: 1}
+	req := sluice.Request{Namespace: "ns", Identifier: "burst", Limit: 10, Duration: time.Hour, Cost: 1}
+	awayFromCellEnd(req.Duration, 10*time.Second)
 	owner := 0
 	for i, nd := range nodes {
 		if nd.o.Ring().Owner(originKey(req)) == nd.o.ID() {
@@ -48,7 +49,7 @@ func TestLimitersDenyAfterBroadcast(t *testing.T) {
 	}
 	// The caller's last increments may still be on their way to the owner
 	// (a replay in flight): the owner broadcasts again when they land.
-	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	seq := time.Now().UnixMilli() / time.Hour.Milliseconds()
 	waitFor(t, 2*time.Second, "the owner at 10", func() bool {
 		c, err := nodes[owner].o.Load(ctx, originKey(req), seq)
 		return err == nil && c.Current == 10
@@ -113,7 +114,8 @@ func TestPartitionHeals(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	req := sluice.Request{Namespace: "ns", Identifier: "split", Limit: 20, Duration: time.Minute, Cost: 1}
+	req := sluice.Request{Namespace: "ns", Identifier: "split", Limit: 20, Duration: time.Hour, Cost: 1}
+	awayFromCellEnd(req.Duration, 10*time.Second)
 	admitted := func(l *sluice.Limiter, n int) int {
 		ok := 0
 		for range n {
@@ -140,7 +142,7 @@ func TestPartitionHeals(t *testing.T) {
 		nd.o.SetPeers(all)
 	}
 	key := originKey(req)
-	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	seq := time.Now().UnixMilli() / time.Hour.Milliseconds()
 	waitFor(t, 5*time.Second, "the owner seeded with 20", func() bool {
 		c, err := nodes[0].o.Load(ctx, key, seq)
 		return err == nil && c.Current == 20
@@ -149,5 +151,16 @@ func TestPartitionHeals(t *testing.T) {
 		if n := admitted(l, 5); n != 0 {
 			t.Errorf("node %d admitted %d after the partition healed", i, n)
 		}
+	}
+}
+
+// awayFromCellEnd waits, if needed, until at least need is left of the
+// current cell of d, so that a test that expects a counter's count to hold
+// does not see the sliding window start to forget it.
+func awayFromCellEnd(d, need time.Duration) {
+	ms := d.Milliseconds()
+	end := time.UnixMilli((time.Now().UnixMilli()/ms + 1) * ms)
+	if time.Until(end) < need {
+		time.Sleep(time.Until(end) + 100*time.Millisecond)
 	}
 }
