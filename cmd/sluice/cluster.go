@@ -84,19 +84,19 @@ func (c *serveCmd) newClusterOrigin(log *slog.Logger, reg prometheus.Registerer,
 		return nil, err
 	}
 	cl.add(func() { _ = o.Close() })
-	c.ClusterFlags.origin = o
+	c.origin = o
 	return o, nil
 }
 
 // clusterServices adds the peer RPC of the cluster origin to services.
 func (c *serveCmd) clusterServices(services map[string]http.Handler) map[string]http.Handler {
-	if c.ClusterFlags.origin == nil {
+	if c.origin == nil {
 		return services
 	}
 	if services == nil {
 		services = map[string]http.Handler{}
 	}
-	path, h := c.ClusterFlags.origin.Handler()
+	path, h := c.origin.Handler()
 	services[path] = h
 	return services
 }
@@ -108,7 +108,7 @@ func (c *serveCmd) clusterServices(services map[string]http.Handler) map[string]
 // ends (the shutdown signal), before the HTTP server drains, so the others
 // stop routing to it; the gossip stops at cleanup.
 func (c *serveCmd) joinCluster(ctx context.Context, httpAddr string, limiter *sluice.Limiter, log *slog.Logger, cl *cleanup) error {
-	o := c.ClusterFlags.origin
+	o := c.origin
 	if o == nil {
 		return nil
 	}

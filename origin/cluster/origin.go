@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,7 +358,7 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 		return nil, err
 	}
 	parked := o.parked.take(o.cfg.Clock().UnixMilli())
-	all := append(deltas[:len(deltas):len(deltas)], parked...)
+	all := slices.Concat(deltas, parked)
 	totals := make([]int64, len(all))
 	failed := make([]bool, len(all))
 

@@ -112,7 +112,7 @@ func TestKeyHashSeparatesFields(t *testing.T) {
 			t.Errorf("KeyHash(%+v) == KeyHash(%+v)", k, base)
 		}
 	}
-	if KeyHash(base) != KeyHash(base) {
+	if first, again := KeyHash(base), KeyHash(base); first != again {
 		t.Error("KeyHash is not deterministic")
 	}
 }

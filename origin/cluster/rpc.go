@@ -240,8 +240,11 @@ func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply an
 	switch kind {
 	case KindLoad:
 		var req loadRequest
-		if err := json.Unmarshal(body, &req); err != nil || !req.K.valid() {
-			return bad(fmt.Errorf("bad request: %v", err))
+		if err := json.Unmarshal(body, &req); err != nil {
+			return bad(fmt.Errorf("bad request: %w", err))
+		}
+		if !req.K.valid() {
+			return bad(errors.New("bad request: invalid counter key"))
 		}
 		c, err := o.localLoad(ctx, req.K.key(), req.S)
 		if err != nil {
@@ -272,8 +275,11 @@ func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply an
 		return applyReply{T: totals}, http.StatusOK, nil
 	case KindDecide:
 		var req decideRequest
-		if err := json.Unmarshal(body, &req); err != nil || !req.K.valid() {
-			return bad(fmt.Errorf("bad request: %v", err))
+		if err := json.Unmarshal(body, &req); err != nil {
+			return bad(fmt.Errorf("bad request: %w", err))
+		}
+		if !req.K.valid() {
+			return bad(errors.New("bad request: invalid counter key"))
 		}
 		c := req.check()
 		v, err := o.localDecide(ctx, c)
