@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/bits"
@@ -120,34 +118,15 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 		pool.Go(func() {
 			for j := range jobs {
 				lag := time.Since(j.due)
-				body := `{"namespace":"accuracy","identifier":"user-` + strconv.Itoa(j.id) +
-					`","limit":` + strconv.Itoa(limit) + `,"duration":` + strconv.FormatInt(d.Milliseconds(), 10) + `}`
-				req, _ := http.NewRequest(http.MethodPost, nodes[j.node].URL+"/v2/ratelimit.limit", bytes.NewReader([]byte(body)))
-				req.Header.Set("Authorization", "Bearer rk")
-				req.Header.Set("Content-Type", "application/json")
 				before := time.Now()
-				res, err := hc.Do(req)
-				var out struct {
-					Data struct {
-						Success bool `json:"success"`
-					} `json:"data"`
-				}
-				if err == nil {
-					raw, _ := io.ReadAll(res.Body)
-					res.Body.Close()
-					if res.StatusCode != http.StatusOK {
-						err = fmt.Errorf("status %d: %s", res.StatusCode, raw)
-					} else {
-						err = json.Unmarshal(raw, &out)
-					}
-				}
+				passed, err := limitOverHTTP(hc, nodes[j.node].URL, "accuracy", "user-"+strconv.Itoa(j.id), limit, d)
 				after := time.Now()
 				mu.Lock()
 				late = max(late, lag)
 				if err != nil {
 					failures = append(failures, err.Error())
 				} else {
-					results = append(results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: out.Data.Success})
+					results = append(results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed})
 				}
 				mu.Unlock()
 			}

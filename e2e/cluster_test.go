@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -210,34 +208,15 @@ func clusterLoad(nodes func(due time.Time) []*clusterNode, ws string, ids, limit
 		pool.Go(func() {
 			for j := range jobs {
 				lag := time.Since(j.due)
-				body := `{"namespace":"cluster","identifier":"user-` + strconv.Itoa(j.id) +
-					`","limit":` + strconv.Itoa(limit) + `,"duration":` + strconv.FormatInt(d.Milliseconds(), 10) + `}`
-				req, _ := http.NewRequest(http.MethodPost, j.n.URL+"/v2/ratelimit.limit", bytes.NewReader([]byte(body)))
-				req.Header.Set("Authorization", "Bearer rk")
-				req.Header.Set("Content-Type", "application/json")
 				before := time.Now()
-				res, err := hc.Do(req)
-				var dec struct {
-					Data struct {
-						Success bool `json:"success"`
-					} `json:"data"`
-				}
-				if err == nil {
-					raw, _ := io.ReadAll(res.Body)
-					res.Body.Close()
-					if res.StatusCode != http.StatusOK {
-						err = fmt.Errorf("status %d: %s", res.StatusCode, raw)
-					} else {
-						err = json.Unmarshal(raw, &dec)
-					}
-				}
+				passed, err := limitOverHTTP(hc, j.n.URL, "cluster", "user-"+strconv.Itoa(j.id), limit, d)
 				after := time.Now()
 				mu.Lock()
 				out.late = max(out.late, lag)
 				if err != nil {
 					out.failures = append(out.failures, j.n.gossip+": "+err.Error())
 				} else {
-					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: dec.Data.Success})
+					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed})
 				}
 				mu.Unlock()
 			}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -290,4 +291,38 @@ func (n *node) metrics() string {
 		n.t.Fatalf("GET /metrics on the admin listener: %d %s", code, body)
 	}
 	return body
+}
+
+// limitOverHTTP sends one /v2/ratelimit.limit call (root key "rk", cost 1)
+// with hc, for load tests that must not stop at the first failure, and
+// reports whether it passed; a transport error or a status other than 200
+// is an error.
+func limitOverHTTP(hc *http.Client, baseURL, namespace, identifier string, limit int, d time.Duration) (bool, error) {
+	body := `{"namespace":"` + namespace + `","identifier":"` + identifier + `","limit":` + strconv.Itoa(limit) +
+		`,"duration":` + strconv.FormatInt(d.Milliseconds(), 10) + `}`
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/v2/ratelimit.limit", strings.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Authorization", "Bearer rk")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	raw, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return false, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("status %d: %s", res.StatusCode, raw)
+	}
+	var out struct {
+		Data struct {
+			Success bool `json:"success"`
+		} `json:"data"`
+	}
+	err = json.Unmarshal(raw, &out)
+	return out.Data.Success, err
 }
