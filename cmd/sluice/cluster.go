@@ -26,7 +26,8 @@ type ClusterFlags struct {
 	ClusterSecret    string   `name:"cluster-secret" help:"Cluster secret: encrypts the gossip and authenticates the peer RPC. Required unless every address is loopback."`
 	ClusterPreset    string   `name:"cluster-preset" enum:"lan,wan" default:"lan" help:"Failure detection and gossip timing: lan or wan."`
 
-	origin *cluster.Origin // set by newClusterOrigin
+	origin *cluster.Origin  // set by newClusterOrigin
+	certs  *tlsCertificates // set by Run when the API port serves TLS
 }
 
 // validate checks the cluster flags of a node that serves HTTP on httpAddr.
@@ -70,16 +71,21 @@ func (f *ClusterFlags) name() string {
 // newClusterOrigin creates the cluster origin, alone on its ring until
 // joinCluster; its metrics are sluice_cluster_*.
 func (c *serveCmd) newClusterOrigin(log *slog.Logger, reg prometheus.Registerer, cl *cleanup) (origin.Origin, error) {
-	if c.tlsEnabled() {
-		// The peer RPC speaks h2c to the peers' HTTP ports.
-		return nil, errors.New("--origin cluster: the peer RPC does not speak TLS yet; serve the API without --tls-cert (a TLS proxy or mesh in front works)")
-	}
-	o, err := cluster.New(cluster.Config{
+	cfg := cluster.Config{
 		ID:       c.name(),
 		Secret:   c.ClusterSecret,
 		Logger:   log,
 		Observer: newClusterMetrics(reg),
-	})
+	}
+	if c.certs != nil {
+		// The peers serve their RPC on their TLS API ports.
+		client, err := c.certs.peerClient()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Client = client
+	}
+	o, err := cluster.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +175,8 @@ func (c *serveCmd) joinCluster(ctx context.Context, httpAddr string, limiter *sl
 }
 
 // rpcURL is the base URL of this node's peer RPC: the HTTP listener's
-// address, with the gossip host in place of an unspecified one.
+// address, with the gossip host in place of an unspecified one, over TLS
+// when the API port serves TLS.
 func (c *serveCmd) rpcURL(httpAddr string) (string, error) {
 	host, port, err := net.SplitHostPort(httpAddr)
 	if err != nil {
@@ -182,7 +189,11 @@ func (c *serveCmd) rpcURL(httpAddr string) (string, error) {
 		}
 		host = gh
 	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	scheme := "http://"
+	if c.tlsEnabled() {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port), nil
 }
 
 // clusterMetrics are the cluster origin's Prometheus metrics; they

@@ -210,6 +210,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 			return err
 		}
 		hup.add(certs.reload)
+		c.certs = certs // the cluster origin calls its peers over TLS
 	}
 	catalog, err := c.newCatalog(ctx, log, obs.metrics, &cl)
 	if err != nil {

@@ -142,6 +142,35 @@ func (t *tlsCertificates) serveTLS(srv *http.Server) func(net.Listener) error {
 	return func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
 }
 
+// peerClient returns the HTTP client with which a cluster node calls its
+// peers' RPC on their TLS API ports: TLS 1.2 at least, HTTP/2 by ALPN, the
+// peers' certificates verified against the system roots (SSL_CERT_FILE and
+// SSL_CERT_DIR apply) and the --tls-client-ca certificates, and this node's
+// certificate in force sent when a peer asks for one (mutual TLS). A peer's
+// certificate must name the address it advertises for its RPC.
+func (t *tlsCertificates) peerClient() (*http.Client, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if ca := t.files.TLSClientCA; ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		roots.AppendCertsFromPEM(pem)
+	}
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    roots,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &t.current.Load().Certificates[0], nil
+		},
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+	return &http.Client{Transport: tr}, nil
+}
+
 // serverErrors receives the http.Server's error log: failed TLS handshakes
 // are counted and logged at debug level, anything else is a warning.
 type serverErrors struct {

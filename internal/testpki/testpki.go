@@ -86,6 +86,19 @@ func (ca *CA) Client(t testing.TB, name string) Pair {
 	})
 }
 
+// Peer returns a certificate called name for 127.0.0.1, ::1 and localhost
+// that serves and authenticates as a client too: a cluster node presents
+// its own certificate to the peers it calls under mutual TLS.
+func (ca *CA) Peer(t testing.TB, name string) Pair {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
+}
+
 func (ca *CA) issue(t testing.TB, tmpl *x509.Certificate) Pair {
 	t.Helper()
 	key := newKey(t)
