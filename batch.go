@@ -51,9 +51,6 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	for i := range qs {
 		q := &qs[i]
 		cur, prev := l.cellsFor(ctx, q)
-		if l.cfg.Global != nil && cur.limit.Load() != q.limit {
-			cur.limit.Store(q.limit)
-		}
 		if l.atOrigin(q, cur, prev) {
 			// The batch is decided locally, all-or-nothing; in strict mode
 			// or near the limit it first reads the origin, once for

@@ -243,21 +243,22 @@ func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
 	}
 	g.cursor, g.regions = p.Next, max(p.Regions, 1)
 	for _, imp := range p.Cells {
-		c := l.cells.loadOrCreate(l.cells.keyHash(imp.Cell.Key), imp.Cell, l.bornSynced())
+		c := l.globalCell(imp.Cell)
 		c.raiseImported(imp.Others)
 		c.floor(imp.Own)
 	}
 	st.Pulled = len(p.Cells)
 }
 
-// bornSynced is the syncedAt of a cell created by the global layer: cold
-// (0) when a regional origin must hydrate it on its first decision, in
+// globalCell returns cell k, created if needed for what the global layer
+// brings: cold (a regional origin hydrates it on its first decision), or in
 // sync when the limiter is its own origin.
-func (l *Limiter) bornSynced() int64 {
+func (l *Limiter) globalCell(k origin.Cell) *cell {
+	var synced int64 // cold
 	if l.origin == nil {
-		return 1
+		synced = 1
 	}
-	return 0
+	return l.cells.loadOrCreate(l.cells.keyHash(k.Key), k, synced)
 }
 
 // emitDenial queues the first qualifying denial of cur for propagation:
@@ -349,7 +350,7 @@ func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
 	}
 	g.denialCursor = next
 	for _, d := range ds {
-		c := l.cells.loadOrCreate(l.cells.keyHash(d.Cell.Key), d.Cell, l.bornSynced())
+		c := l.globalCell(d.Cell)
 		c.setFlag(flagDenialSeen)
 		usage := d.Usage
 		if usage <= 0 {

@@ -147,9 +147,6 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	cur, prev := l.cellsFor(ctx, &q)
-	if l.cfg.Global != nil && cur.limit.Load() != q.limit {
-		cur.limit.Store(q.limit)
-	}
 	if l.atOrigin(&q, cur, prev) {
 		if o, ok := l.decideAtOrigin(ctx, &q, cur, prev); ok {
 			return q.response(o), nil
@@ -229,11 +226,11 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 	if l.origin == nil {
 		// The limiter is its own origin: every cell is born in sync.
 		cur = l.cells.loadOrCreate(q.hash, curKey, 1)
-		cur.touch()
+		l.used(cur, q)
 		return cur, l.cells.load(q.hash, prevKey)
 	}
 	cur = l.cells.loadOrCreate(q.hash, curKey, 0)
-	cur.touch()
+	l.used(cur, q)
 	prev = l.cells.load(q.hash, prevKey)
 	switch synced := cur.syncedAt.Load(); {
 	case synced == 0:
@@ -248,6 +245,16 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 		prev = l.cells.load(q.hash, prevKey)
 	}
 	return cur, prev
+}
+
+// used records that q uses cur: for eviction (least recently used last) and,
+// with a global layer, the limit its publication rule compares with. Each
+// is written only when it changes, so a hot cell costs loads.
+func (l *Limiter) used(cur *cell, q *resolved) {
+	cur.touch()
+	if l.cfg.Global != nil && cur.limit.Load() != q.limit {
+		cur.limit.Store(q.limit)
+	}
 }
 
 // sharedRead reads cur's counter from the origin once for every concurrent
