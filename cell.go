@@ -50,6 +50,7 @@ const (
 	flagLocked                        // regional and speculative are changing together
 	flagDenialSeen                    // a denial of this cell was sent to, or received from, the global layer
 	flagTouched                       // used since the last eviction pass looked at it (CLOCK)
+	flagFresh                         // created and not used since: its first use does not count
 )
 
 // setFlag sets f and reports whether this call set it.
@@ -169,10 +170,15 @@ func (c *cell) raiseStrict(until int64) {
 	}
 }
 
-// touch marks the cell as used, for the eviction pass. It writes only when
-// the mark is not set, so a hot cell costs one load.
+// touch marks the cell as used, for the eviction pass. The use that follows
+// its creation does not count, so identities seen once go before those in
+// use. It writes only when the mark is not set, so a hot cell costs one load.
 func (c *cell) touch() {
-	if c.flags.Load()&flagTouched == 0 {
+	if f := c.flags.Load(); f&flagTouched == 0 {
+		if f&flagFresh != 0 {
+			c.flags.And(^flagFresh)
+			return
+		}
 		c.flags.Or(flagTouched)
 	}
 }
@@ -235,6 +241,7 @@ func (t *cellTable) load(h uint64, c origin.Cell) *cell {
 func (t *cellTable) loadOrCreate(h uint64, c origin.Cell, synced int64) *cell {
 	v, loaded := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
 		v.syncedAt.Store(synced)
+		v.flags.Store(flagFresh)
 	})
 	if !loaded && t.live.Add(1) > t.max {
 		select {
