@@ -268,12 +268,10 @@ func (r *replayer) returned(c *cell, unsent int64) {
 // itself (an origin decision). A replay of c still in flight is waited for
 // until ctx ends, so that the decision finds its increments at the origin
 // (and its unsent ones, after a failure, among the pending it takes). If
-// ctx ends first, or without wait, the replay's increments are returned as
-// inFlight, for the decision to count but not apply: twice, if the replay
-// has landed, which denies more, never less. A limiter whose replay is
-// driven from outside (ReplayTicks) does not wait: only the driver can let
-// that replay return, and it may be the caller.
-func (r *replayer) settle(ctx context.Context, c *cell, wait bool) (pending, inFlight int64) {
+// ctx ends first, the replay's increments are returned as inFlight, for the
+// decision to count but not apply: twice, if the replay lands meanwhile,
+// which denies more, never less.
+func (r *replayer) settle(ctx context.Context, c *cell) (pending, inFlight int64) {
 	for {
 		c.lock()
 		pending += c.pending.Swap(0)
@@ -283,9 +281,6 @@ func (r *replayer) settle(ctx context.Context, c *cell, wait bool) (pending, inF
 			return pending, 0
 		}
 		f := v.(*replayCall)
-		if !wait {
-			return pending, f.n
-		}
 		select {
 		case <-f.done:
 		case <-ctx.Done():

@@ -131,7 +131,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	// regions' counts.
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
 	defer cancel()
-	pending, inFlight := l.replay.settle(ctx, d.cur, l.cfg.ReplayTicks == nil)
+	pending, inFlight := l.replay.settle(ctx, d.cur)
 	c := origin.Check{
 		Key:     first.key,
 		Seq:     first.pos.Seq,
