@@ -110,7 +110,10 @@ type Config struct {
 
 	// ReplayTicks, if set, replaces the ReplayInterval timer: the replay
 	// loop runs one round per value received, and never on its own. A
-	// simulation in virtual time drives replay with it, or with Flush.
+	// simulation in virtual time drives replay with it, or with Flush. An
+	// origin decision then does not wait for a replay of its cell in
+	// flight (only the driver can let it return): it counts its increments
+	// at once, twice if the replay has already landed.
 	ReplayTicks <-chan time.Time
 
 	// ReplayTimeout bounds one replay call to the origin. A failed replay

@@ -30,11 +30,11 @@ type replayer struct {
 	backlog atomic.Int64         // cells on the stack or in a batch not yet sent
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
-	// inFlight holds, per cell, the increments of a replay call that has
-	// not returned yet: no longer pending, maybe not yet in the origin's
+	// inFlight holds, per cell, the replay call that has not returned yet:
+	// its increments are no longer pending, maybe not yet in the origin's
 	// total. Written under the cell's lock, together with pending, so an
-	// origin decision sees every increment exactly once (see take).
-	inFlight sync.Map // *cell → int64
+	// origin decision sees every increment exactly once (see settle).
+	inFlight sync.Map // *cell → *replayCall
 }
 
 type replayJob struct {
@@ -133,19 +133,27 @@ func (r *replayer) round(jobs chan<- replayJob) bool {
 	}
 	r.l.cfg.Observer.ReplayBacklog(r.backlog.Load())
 	var done sync.WaitGroup
+	r.batches(c, func(batch []*cell) {
+		done.Add(1)
+		jobs <- replayJob{cells: batch, done: &done}
+	})
+	done.Wait()
+	return true
+}
+
+// batches walks the popped stack from c and hands each batch of at most
+// ReplayBatch cells to each, a new slice every time (each may keep it).
+func (r *replayer) batches(c *cell, each func([]*cell)) {
 	batch := make([]*cell, 0, r.l.cfg.ReplayBatch)
 	for c != nil {
-		next := c.next // read before a worker can clear the flag and requeue c
+		next := c.next // read before flush can clear the flag and requeue c
 		batch = append(batch, c)
 		if len(batch) == cap(batch) || next == nil {
-			done.Add(1)
-			jobs <- replayJob{cells: batch, done: &done}
+			each(batch)
 			batch = make([]*cell, 0, r.l.cfg.ReplayBatch)
 		}
 		c = next
 	}
-	done.Wait()
-	return true
 }
 
 // final replays until nothing is pending or FlushTimeout has passed, then
@@ -174,16 +182,7 @@ func (r *replayer) flushNow() bool {
 	if c == nil {
 		return false
 	}
-	batch := make([]*cell, 0, r.l.cfg.ReplayBatch)
-	for c != nil {
-		next := c.next // read before flush can clear the flag and requeue c
-		batch = append(batch, c)
-		if len(batch) == cap(batch) || next == nil {
-			r.flush(batch)
-			batch = batch[:0]
-		}
-		c = next
-	}
+	r.batches(c, r.flush)
 	return true
 }
 
@@ -231,9 +230,15 @@ func (r *replayer) flush(cells []*cell) {
 		r.l.cfg.Logger.Info("sluice: replay to origin recovered")
 	}
 	for i, c := range sent {
-		r.returned(c, 0)
 		c.merge(totals[i])
+		r.returned(c, 0)
 	}
+}
+
+// replayCall is one cell's replay in flight.
+type replayCall struct {
+	n    int64         // the increments sent
+	done chan struct{} // closed once the call returned and its total merged
 }
 
 // send moves c's pending increments in flight and returns them.
@@ -242,7 +247,7 @@ func (r *replayer) send(c *cell) int64 {
 	defer c.unlock()
 	n := c.pending.Swap(0)
 	if n > 0 {
-		r.inFlight.Store(c, n)
+		r.inFlight.Store(c, &replayCall{n: n, done: make(chan struct{})})
 	}
 	return n
 }
@@ -251,19 +256,40 @@ func (r *replayer) send(c *cell) int64 {
 // go back to pending.
 func (r *replayer) returned(c *cell, unsent int64) {
 	c.lock()
-	defer c.unlock()
-	r.inFlight.Delete(c)
+	v, _ := r.inFlight.LoadAndDelete(c)
 	c.pending.Add(unsent)
+	c.unlock()
+	if f, ok := v.(*replayCall); ok {
+		close(f.done)
+	}
 }
 
-// take moves c's pending increments to the caller, which applies them
-// itself (an origin decision), and returns them with the increments of a
-// replay still in flight, which the caller must count but not apply.
-func (r *replayer) take(c *cell) (pending, inFlight int64) {
-	c.lock()
-	defer c.unlock()
-	if v, ok := r.inFlight.Load(c); ok {
-		inFlight = v.(int64)
+// settle moves c's pending increments to the caller, which applies them
+// itself (an origin decision). A replay of c still in flight is waited for
+// until ctx ends, so that the decision finds its increments at the origin
+// (and its unsent ones, after a failure, among the pending it takes). If
+// ctx ends first, or without wait, the replay's increments are returned as
+// inFlight, for the decision to count but not apply: twice, if the replay
+// has landed, which denies more, never less. A limiter whose replay is
+// driven from outside (ReplayTicks) does not wait: only the driver can let
+// that replay return, and it may be the caller.
+func (r *replayer) settle(ctx context.Context, c *cell, wait bool) (pending, inFlight int64) {
+	for {
+		c.lock()
+		pending += c.pending.Swap(0)
+		v, ok := r.inFlight.Load(c)
+		c.unlock()
+		if !ok {
+			return pending, 0
+		}
+		f := v.(*replayCall)
+		if !wait {
+			return pending, f.n
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return pending, f.n
+		}
 	}
-	return c.pending.Swap(0), inFlight
 }

@@ -125,12 +125,13 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	if d.cur.backoffUntil.Load() > first.t {
 		return
 	}
-	// A replay of this cell may be in flight: its increments are no longer
-	// pending and maybe not at the origin yet. They take part in the
-	// decision as usage the origin does not hold, like other regions'
-	// counts (if the replay has landed already, they count twice in this
-	// decision only, which denies more, never less).
-	pending, inFlight := l.replay.take(d.cur)
+	// One timeout bounds the wait for a replay of this cell in flight and
+	// the decision. Increments of a replay that did not return in time take
+	// part in the decision as usage the origin does not hold, like other
+	// regions' counts.
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
+	defer cancel()
+	pending, inFlight := l.replay.settle(ctx, d.cur, l.cfg.ReplayTicks == nil)
 	c := origin.Check{
 		Key:     first.key,
 		Seq:     first.pos.Seq,
@@ -146,8 +147,6 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 		c.Asks[i] = origin.Ask{Limit: tk.q.limit, Cost: tk.q.cost}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
-	defer cancel()
 	start := time.Now()
 	v, err := l.origin.Decide(ctx, c)
 	l.cfg.Observer.OriginRead(ReadStrict, time.Since(start), err)

@@ -60,3 +60,53 @@ func TestOriginDecisionSeesReplayInFlight(t *testing.T) {
 		t.Errorf("unit 10 answered with Current %d, want 10", tenth.Current)
 	}
 }
+
+// landedOrigin applies every Apply at once but holds its reply until
+// release is closed: the replay has landed at the origin, and the limiter
+// does not know it yet.
+type landedOrigin struct {
+	origin.Origin
+	applied chan struct{} // closed when the first Apply has landed
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *landedOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, error) {
+	totals, err := h.Origin.Apply(ctx, ds)
+	h.once.Do(func() { close(h.applied) })
+	<-h.release
+	return totals, err
+}
+
+// TestOriginDecisionAfterReplayLanded admits 9 units of a limit of 10
+// locally; their replay lands at the origin, but its reply is late. The 10th
+// unit, decided at the origin meanwhile, must pass with Current 10: the 9
+// units count once, not once at the origin and again as in flight.
+func TestOriginDecisionAfterReplayLanded(t *testing.T) {
+	landed := &landedOrigin{Origin: memory.New(nil), applied: make(chan struct{}), release: make(chan struct{})}
+	// A margin of 10%: units 1-9 are admitted locally, the 10th at the origin.
+	l := newLimiter(t, sluice.Config{Origin: landed, RefreshAfter: time.Hour, OriginMargin: 0.1})
+	ctx := context.Background()
+	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
+	for i := range 9 {
+		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+			t.Fatalf("unit %d: %+v, %v", i+1, res, err)
+		}
+	}
+	select {
+	case <-landed.applied:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replay of the first 9 units did not land")
+	}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(landed.release) }) }
+	t.Cleanup(release) // before the limiter's Close, which flushes
+	time.AfterFunc(50*time.Millisecond, release)
+	tenth, err := l.Ratelimit(ctx, r)
+	if err != nil || !tenth.Success || tenth.Current != 10 {
+		t.Fatalf("unit 10 of a limit of 10: %+v, %v; want admitted with Current 10", tenth, err)
+	}
+	if res, err := l.Ratelimit(ctx, r); err != nil || res.Success {
+		t.Fatalf("unit 11 of a limit of 10: %+v, %v; want a denial", res, err)
+	}
+}
