@@ -102,6 +102,21 @@ func Builtin() []Scenario {
 			"Three nodes of one region at 2x the limit; one node restarts in the middle of the third window.",
 			3, 2, Band{MinOverPct: 0, MaxOverPct: 1},
 			Fault{Kind: Restart, At: 25 * time.Second, Node: 0}),
+		func() Scenario {
+			s := region("cluster-10x",
+				"Three nodes of one region in cluster mode (no shared store: each identity's count lives on its owner node) behind a random load balancer, at 10x the limit.",
+				3, 10, Band{MinOverPct: 0, MaxOverPct: 1})
+			s.Origin = OriginCluster
+			return s
+		}(),
+		func() Scenario {
+			s := region("cluster-node-loss",
+				"Three nodes in cluster mode at 2x the limit; node 0 dies in the middle of the third window with the counts it owned. The others' breakers open on it and its runner-up stands in, seeded with what they saw; 5 s later the ring drops it; a fresh node 0 joins at the start of the fifth window and takes its identities back.",
+				3, 2, Band{MinOverPct: 0, MaxOverPct: 2},
+				Fault{Kind: NodeLoss, At: 25 * time.Second, Until: 40 * time.Second, Node: 0})
+			s.Origin = OriginCluster
+			return s
+		}(),
 	}
 }
 

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +69,8 @@ type faultyOrigin struct {
 	down  outages
 	loss  *lossy
 	n     *originCounts
-	gate  *gate // nil: replays land at once
+	gate  *gate       // nil: replays land at once
+	dead  atomic.Bool // the node is lost: every call fails
 }
 
 // gate holds a node's replay calls until the simulator lets them land: a
@@ -83,7 +86,7 @@ func newGate() *gate {
 }
 
 func (f *faultyOrigin) fail() bool {
-	if f.down.at(f.clock.milli()) || f.loss.lost() {
+	if f.dead.Load() || f.down.at(f.clock.milli()) || f.loss.lost() {
 		f.n.failed.Add(1)
 		return true
 	}
@@ -194,4 +197,92 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 		return 0, global.ErrUnavailable
 	}
 	return f.Store.Cleanup(ctx, now, batch)
+}
+
+// changeKind names what happens to a node at a scheduled time.
+type changeKind int
+
+const (
+	changeRestart changeKind = iota // the limiter restarts on its origin
+	changeLose                      // the node dies
+	changeDetect                    // its region drops it from the ring
+	changeJoin                      // a fresh node joins in its place
+)
+
+// change is one scheduled change of a node, at Unix ms at.
+type change struct {
+	at   int64
+	kind changeKind
+	node int
+	gen  int // changeDetect: the incarnation that was lost
+}
+
+// scheduleChanges lists the node changes of s's faults in time order
+// (faults' order among equal times), for a run from start.
+func scheduleChanges(s Scenario, start int64) []change {
+	var cs []change
+	gens := map[int]int{} // incarnation of each node, as the losses and joins go
+	for _, f := range s.Faults {
+		at := start + f.At.Milliseconds()
+		switch f.Kind {
+		case Restart:
+			cs = append(cs, change{at: at, kind: changeRestart, node: f.Node})
+		case NodeLoss:
+			cs = append(cs, change{at: at, kind: changeLose, node: f.Node})
+			if s.Origin == OriginCluster {
+				cs = append(cs, change{at: at + s.FailureDetection.Milliseconds(), kind: changeDetect, node: f.Node, gen: gens[f.Node]})
+			}
+			if f.Until > 0 {
+				cs = append(cs, change{at: start + f.Until.Milliseconds(), kind: changeJoin, node: f.Node})
+				gens[f.Node]++
+			}
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
+	return cs
+}
+
+// apply makes the change to nodes (perRegion to a region).
+func (c change) apply(nodes []*node, perRegion int) error {
+	n := nodes[c.node]
+	region := nodes[n.region*perRegion : (n.region+1)*perRegion]
+	switch c.kind {
+	case changeRestart:
+		n.settle(c.at) // a replay in flight lands before the process stops
+		return n.restart()
+	case changeLose:
+		n.settle(c.at) // so does a lost node's: only what it had not sent is lost
+		n.kill()
+	case changeDetect:
+		if n.gen == c.gen && !n.alive {
+			setMembers(region)
+		}
+	case changeJoin:
+		if err := n.join(); err != nil {
+			return err
+		}
+		if n.cluster != nil {
+			setMembers(region)
+		}
+	}
+	return nil
+}
+
+// rerouter sends the requests of a lost node to another live node of its
+// region, picked at random: a load balancer's health check.
+type rerouter struct{ rng *rand.Rand }
+
+// live returns i if node i is alive, or a live node of its region.
+func (r rerouter) live(nodes []*node, i, perRegion int) int {
+	if nodes[i].alive {
+		return i
+	}
+	first := i / perRegion * perRegion
+	var alive []int
+	for j := first; j < first+perRegion; j++ {
+		if nodes[j].alive {
+			alive = append(alive, j)
+		}
+	}
+	return alive[r.rng.IntN(len(alive))]
 }

@@ -75,6 +75,16 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("| figure | value |\n|---|---|\n")
 		row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
 		row("topology", "%s, traffic %s, replay every %s", topology(res), res.Traffic, res.ReplayInterval)
+		if res.Origin.Kind == OriginCluster {
+			row("cluster mode", "each identity's count on its owner node; a lost node leaves the ring %s later", res.FailureDetection)
+		}
+		if res.ReplayLatency != "" {
+			jitter := ""
+			if res.ReplayJitter != "" {
+				jitter = " + up to " + res.ReplayJitter
+			}
+			row("replay latency", "%s%s", res.ReplayLatency, jitter)
+		}
 		if res.GlobalInterval != "" {
 			row("global layer", "a round every %s", res.GlobalInterval)
 		}
@@ -85,6 +95,9 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		row("worst span", "%s× the limit (%s; the model %s×)", fmtNum(res.WorstSpan), res.WorstIdentifier, fmtNum(res.ReferenceWorstSpan))
 		row("origin calls", "%d loads, %d applies, %d decides (%d refused by an outage): %s per request",
 			res.Origin.Loads, res.Origin.Applies, res.Origin.Decides, res.Origin.Failed, fmtNum(res.Origin.PerRequest))
+		if res.Origin.RPCs > 0 {
+			row("peer RPCs", "%d: %s per request", res.Origin.RPCs, fmtNum(res.Origin.RPCsPerRequest))
+		}
 		if res.Regions > 1 {
 			row("global store", "%d calls (%d refused by an outage), %d count rows, %d denial rows: %s rows per request",
 				res.Global.Calls, res.Global.Failed, res.Global.PublishedRows, res.Global.DenialRows, fmtNum(res.Global.RowsPerRequest))
@@ -145,7 +158,11 @@ func bandText(b *Band) string {
 func fmtMs(ms int64) string { return fmtDuration(time.Duration(ms) * time.Millisecond) }
 
 func topology(r Result) string {
-	return fmt.Sprintf("%d %s × %d %s", r.Regions, plural(r.Regions, "region", "regions"), r.Nodes, plural(r.Nodes, "node", "nodes"))
+	t := fmt.Sprintf("%d %s × %d %s", r.Regions, plural(r.Regions, "region", "regions"), r.Nodes, plural(r.Nodes, "node", "nodes"))
+	if r.Origin.Kind == OriginCluster {
+		t += " (cluster)"
+	}
+	return t
 }
 
 func plural(n int, one, many string) string {

@@ -1,17 +1,18 @@
 package sim
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	globalmemory "github.com/sluicehq/sluice/global/memory"
+	"github.com/sluicehq/sluice/origin/cluster"
 	originmemory "github.com/sluicehq/sluice/origin/memory"
 )
 
@@ -33,6 +34,8 @@ type Result struct {
 	Load        float64 `json:"load"`
 	Identifiers int     `json:"identifiers"`
 	Traffic     Traffic `json:"traffic"`
+	// FailureDetection is the scenario's, in cluster mode.
+	FailureDetection string `json:"failure_detection,omitempty"`
 	// ReplayInterval, GlobalInterval and OriginMargin are the scenario's,
 	// defaults applied.
 	ReplayInterval string  `json:"replay_interval"`
@@ -40,6 +43,7 @@ type Result struct {
 	OriginMargin   float64 `json:"origin_margin"`
 	OriginLoss     float64 `json:"origin_loss,omitempty"`
 	ReplayLatency  string  `json:"replay_latency,omitempty"`
+	ReplayJitter   string  `json:"replay_jitter,omitempty"`
 	GlobalLoss     float64 `json:"global_loss,omitempty"`
 
 	// Requests is the number of requests sent; Admitted how many the
@@ -156,14 +160,21 @@ type FaultSpan struct {
 	UntilMs int64     `json:"until_ms,omitempty"`
 }
 
-// OriginOps counts the calls the nodes made to their regional origins.
+// OriginOps says how the nodes of a region converge and counts the calls
+// they made to their regional origins.
 type OriginOps struct {
-	Loads   int64 `json:"loads"`   // hydrations and refreshes
-	Applies int64 `json:"applies"` // replay calls
-	Decides int64 `json:"decides"` // decisions at the origin (strict mode, near the limit)
-	Failed  int64 `json:"failed"`  // calls refused by an outage
+	Kind    OriginKind `json:"kind"`
+	Loads   int64      `json:"loads"`   // hydrations and refreshes
+	Applies int64      `json:"applies"` // replay calls
+	Decides int64      `json:"decides"` // decisions at the origin (strict mode, near the limit)
+	Failed  int64      `json:"failed"`  // calls refused by an outage
 	// PerRequest is all calls divided by the requests.
 	PerRequest float64 `json:"per_request"`
+	// RPCs counts the peer RPCs between the nodes (cluster mode): a call
+	// for an identity the calling node owns needs none.
+	RPCs int64 `json:"rpcs,omitempty"`
+	// RPCsPerRequest is RPCs divided by the requests.
+	RPCsPerRequest float64 `json:"rpcs_per_request,omitempty"`
 }
 
 // GlobalOps counts the calls and rows of the global layer.
@@ -201,6 +212,16 @@ type node struct {
 	region int
 	cfg    sluice.Config
 	l      *sluice.Limiter
+	fo     *faultyOrigin // cfg.Origin
+	alive  bool          // false once lost, until a fresh node joins
+
+	// In cluster mode: the member id, the incarnation (bumped by each
+	// join), the current incarnation's cluster origin (fo's) and what the
+	// region's nodes share.
+	id      string
+	gen     int
+	co      *cluster.Origin
+	cluster *clusterRegion
 
 	// With a replay latency, a replay round runs on its own goroutine and
 	// its origin call waits at gate until the simulator lets it land.
@@ -212,8 +233,9 @@ type node struct {
 
 // flush starts a replay round of n at now. Without a gate the round runs
 // at once; with one it runs on its own goroutine until its origin call
-// waits at the gate (it lands at now + latency) or it returns without one.
-func (n *node) flush(now, latency int64) {
+// waits at the gate (it lands after a latency drawn from lat) or it returns
+// without one.
+func (n *node) flush(now int64, lat *latency) {
 	if n.gate == nil {
 		n.l.Flush()
 		return
@@ -228,15 +250,16 @@ func (n *node) flush(now, latency int64) {
 		defer close(done)
 		n.l.Flush()
 	}()
-	n.await(now, latency)
+	n.await(now, lat)
 }
 
 // await waits until the round in flight either calls the origin (which
-// then waits at the gate, to land at now + latency) or returns.
-func (n *node) await(now, latency int64) {
+// then waits at the gate, to land after a latency drawn from lat) or
+// returns.
+func (n *node) await(now int64, lat *latency) {
 	select {
 	case <-n.gate.arrived:
-		n.inFlight, n.due = true, now+latency
+		n.inFlight, n.due = true, now+lat.next()
 	case <-n.flushed:
 		n.inFlight, n.flushed = false, nil
 		n.gate.on.Store(false)
@@ -245,21 +268,40 @@ func (n *node) await(now, latency int64) {
 
 // land lets the origin call of the round in flight go through now, and
 // waits for what the round does next.
-func (n *node) land(now, latency int64) {
+func (n *node) land(now int64, lat *latency) {
 	n.gate.release <- struct{}{}
 	n.inFlight = false
-	n.await(now, latency)
+	n.await(now, lat)
 }
 
 // settle lands every call of the round in flight at once, until it returns.
 func (n *node) settle(now int64) {
 	for n.flushed != nil {
 		if n.inFlight {
-			n.land(now, 0)
+			n.land(now, &latency{})
 		} else {
-			n.await(now, 0)
+			n.await(now, &latency{})
 		}
 	}
+}
+
+// latency draws the latency of each replay call, in virtual ms: the
+// scenario's ReplayLatency plus up to ReplayJitter, from its own random
+// source so that jitter does not change the requests of a run.
+type latency struct {
+	base, jitter int64
+	rng          *rand.Rand
+}
+
+func newLatency(s Scenario, seed uint64) *latency {
+	return &latency{base: s.ReplayLatency.Milliseconds(), jitter: s.ReplayJitter.Milliseconds(), rng: rand.New(rand.NewPCG(seed, 0x1a7e))}
+}
+
+func (l *latency) next() int64 {
+	if l.jitter == 0 {
+		return l.base
+	}
+	return l.base + l.rng.Int64N(l.jitter+1)
 }
 
 // Run simulates s with the random source seeded by seed and returns what
@@ -328,7 +370,6 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 
 	var originOutages = make([]outages, s.Regions)
 	var globalOutages outages
-	var restarts []Fault
 	for _, f := range s.Faults {
 		iv := [2]int64{start + f.At.Milliseconds(), start + f.Until.Milliseconds()}
 		switch f.Kind {
@@ -340,11 +381,9 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 			}
 		case GlobalOutage:
 			globalOutages = append(globalOutages, iv)
-		case Restart:
-			restarts = append(restarts, f)
 		}
 	}
-	slices.SortStableFunc(restarts, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
+	changes := scheduleChanges(s, start)
 
 	never := make(chan time.Time) // nothing is ever sent: the simulator drives replay and rounds
 	var gcounts globalCounts
@@ -355,19 +394,29 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	}
 	ocounts := make([]originCounts, s.Regions)
 	nodes := make([]*node, 0, s.Regions*s.Nodes)
-	latency := s.ReplayLatency.Milliseconds()
+	latency := newLatency(s, seed)
+	var rpcs atomic.Int64
 	for r := range s.Regions {
-		regionStore := originmemory.New(clock.now)
+		var regionStore *originmemory.Store
+		var cr *clusterRegion
+		if s.Origin == OriginCluster {
+			cr = &clusterRegion{net: newPeerNet(), clock: clock, never: never, rpcs: &rpcs}
+		} else {
+			regionStore = originmemory.New(clock.now)
+		}
 		loss := newLossy(s.OriginLoss, seed, 0x0121a1+uint64(r))
 		for range s.Nodes {
-			n := &node{region: r}
-			if latency > 0 {
+			n := &node{region: r, alive: true, id: fmt.Sprintf("node-%d", len(nodes)), cluster: cr}
+			if s.ReplayLatency > 0 {
 				n.gate = newGate()
 			}
-			o := &faultyOrigin{Origin: regionStore, clock: clock, down: originOutages[r], n: &ocounts[r], loss: loss, gate: n.gate}
+			n.fo = &faultyOrigin{clock: clock, down: originOutages[r], n: &ocounts[r], loss: loss, gate: n.gate}
+			if regionStore != nil {
+				n.fo.Origin = regionStore
+			}
 			cfg := sluice.Config{
 				Region:          fmt.Sprintf("region-%d", r),
-				Origin:          o,
+				Origin:          n.fo,
 				Clock:           clock.now,
 				ReplayTicks:     never,
 				ReplayInterval:  s.ReplayInterval,
@@ -390,6 +439,7 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 			}
 			nodes = append(nodes, n)
 		}
+		setMembers(nodes[r*s.Nodes:])
 	}
 	defer func() {
 		for _, n := range nodes {
@@ -406,7 +456,9 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	sync := func(at int64) {
 		clock.set(at)
 		for i := range nodes {
-			_ = nodes[(rounds+i)%len(nodes)].l.SyncGlobal(ctx) // a failed round is part of the scenario
+			if n := nodes[(rounds+i)%len(nodes)]; n.alive {
+				_ = n.l.SyncGlobal(ctx) // a failed round is part of the scenario
+			}
 		}
 		rounds++
 	}
@@ -437,8 +489,8 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 			if store != nil {
 				at = min(at, nextGlobal)
 			}
-			if len(restarts) > 0 {
-				at = min(at, start+restarts[0].At.Milliseconds())
+			if len(changes) > 0 {
+				at = min(at, changes[0].at)
 			}
 			lands := landing()
 			if lands != nil {
@@ -451,16 +503,20 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 			switch {
 			case lands != nil && lands.due == at:
 				lands.land(at, latency)
-			case len(restarts) > 0 && start+restarts[0].At.Milliseconds() == at:
-				n := nodes[restarts[0].Node]
-				n.settle(at) // a replay in flight lands before the process stops
-				if err := n.restart(); err != nil {
+			case len(changes) > 0 && changes[0].at == at:
+				c := changes[0]
+				changes = changes[1:]
+				if err := c.apply(nodes, s.Nodes); err != nil {
 					return err
 				}
-				restarts = restarts[1:]
 			case at == nextFlush:
 				for _, n := range nodes {
-					n.flush(at, latency)
+					if n.alive {
+						n.flush(at, latency)
+					}
+				}
+				for r := range s.Regions {
+					rehome(nodes[r*s.Nodes : (r+1)*s.Nodes])
 				}
 				nextFlush += ri
 			default:
@@ -470,6 +526,7 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 		}
 	}
 
+	redirect := rerouter{rng: rand.New(rand.NewPCG(seed, 0x4e7a11))}
 	ref := newModel(d)
 	series := make([][]int64, len(seriesNames(s)))
 	for i := range series {
@@ -500,7 +557,8 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 		clock.set(ev.ms)
 		requests++
 		w := (ev.ms - start) / d
-		n := nodes[ev.node]
+		idx := redirect.live(nodes, ev.node, s.Nodes)
+		n := nodes[idx]
 		res, err := n.l.Ratelimit(ctx, sluice.Request{
 			Namespace: ids[ev.id].namespace, Identifier: ids[ev.id].identifier,
 			Limit: s.Limit, Duration: s.Window, Cost: ev.cost, Time: time.UnixMilli(ev.ms),
@@ -512,7 +570,7 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 		if res.Success {
 			tl.admitted[w] += ev.cost
 			tl.got = append(tl.got, admission{ev.ms, ev.cost})
-			si := ev.node
+			si := idx
 			if s.Regions > 1 {
 				si = n.region
 			}
@@ -537,6 +595,15 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	}
 	if s.ReplayLatency > 0 {
 		res.ReplayLatency = fmtDuration(s.ReplayLatency)
+	}
+	if s.ReplayJitter > 0 {
+		res.ReplayJitter = fmtDuration(s.ReplayJitter)
+	}
+	res.Origin.Kind = s.Origin
+	if s.Origin == OriginCluster {
+		res.FailureDetection = fmtDuration(s.FailureDetection)
+		res.Origin.RPCs = rpcs.Load()
+		res.Origin.RPCsPerRequest = ratio(res.Origin.RPCs, requests)
 	}
 	var over, under int64
 	var worst, refWorst int64
@@ -593,13 +660,24 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	return res, nil
 }
 
-// start creates the node's limiter.
+// start creates the node's limiter and, in cluster mode, the cluster
+// origin of a new incarnation.
 func (n *node) start() error {
+	if n.cluster != nil {
+		co, err := n.startCluster()
+		if err != nil {
+			return fmt.Errorf("sim: starting a node of %s: %w", n.cfg.Region, err)
+		}
+		n.co, n.fo.Origin = co, co
+	}
 	l, err := sluice.New(n.cfg)
 	if err != nil {
 		return fmt.Errorf("sim: starting a node of %s: %w", n.cfg.Region, err)
 	}
 	n.l = l
+	if n.co != nil {
+		n.co.SetMerger(l)
+	}
 	return nil
 }
 
@@ -610,9 +688,39 @@ func (n *node) restart() error {
 	return n.start()
 }
 
+// kill stops the node as SIGKILL would: what it has not replayed is lost
+// (its limiter closes on an origin that refuses every call), and so, in
+// cluster mode, is its store, which leaves the network.
+func (n *node) kill() {
+	n.fo.dead.Store(true)
+	if n.co != nil {
+		n.cluster.net.down(n.host())
+	}
+	_ = n.l.Close()
+	if n.co != nil {
+		_ = n.co.Close()
+	}
+	n.alive = false
+}
+
+// join starts a fresh node in the place of a lost one: a new incarnation
+// with an empty store in cluster mode.
+func (n *node) join() error {
+	n.gen++
+	n.fo.dead.Store(false)
+	if err := n.start(); err != nil {
+		return err
+	}
+	n.alive = true
+	return nil
+}
+
 func closeAll(nodes []*node) {
 	for _, n := range nodes {
 		_ = n.l.Close()
+		if n.co != nil {
+			_ = n.co.Close()
+		}
 	}
 }
 
@@ -677,6 +785,11 @@ func (f Fault) span() FaultSpan {
 	case Restart:
 		sp.What = fmt.Sprintf("node-%d restarts", f.Node)
 		return sp
+	case NodeLoss:
+		sp.What = fmt.Sprintf("node-%d lost", f.Node)
+		if f.Until > 0 {
+			sp.What += ", then replaced"
+		}
 	case GlobalOutage:
 		sp.What = "global store down"
 	default:

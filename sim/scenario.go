@@ -13,12 +13,21 @@
 // sliding-window model (the decision rule of docs/consistency.md on
 // integers); [Result] compares the two.
 //
+// A region's nodes converge either through a shared store (origin/memory,
+// standing in for Redis) or in cluster mode (origin/cluster, the real
+// cluster origin: each identity's count lives on its owner node, reached
+// over an in-process peer network with the real signed RPC, breakers and
+// re-homing; membership is modelled: the ring changes at given times).
+//
 // Faults are scheduled in virtual time: an origin outage (every origin call
 // fails with origin.ErrUnavailable), a global outage (every global call
-// fails with global.ErrUnavailable) and a node restart (the limiter is
-// closed and a fresh one takes its place on the same origin). A scenario may
-// also lose a share of the calls at random and delay replays (a replay
-// latency in virtual time).
+// fails with global.ErrUnavailable), a node restart (the limiter is
+// closed and a fresh one takes its place on the same origin) and a node
+// loss (the node dies with what it had not replayed and, in cluster mode,
+// the counts it owned; the others drop it from their ring after the
+// failure detection delay; a fresh node may join in its place later). A
+// scenario may also lose a share of the calls at random and delay replays
+// (a replay latency in virtual time, with random jitter).
 //
 // [Builtin] holds the scenarios of docs/accuracy.md, each with the band of
 // over-admission it is expected to stay in; [Parse] reads a scenario from
@@ -46,6 +55,18 @@ const (
 	TrafficOneRegion Traffic = "one-region"
 )
 
+// OriginKind says how the nodes of a region converge.
+type OriginKind string
+
+const (
+	// OriginShared gives the nodes of a region one shared store
+	// (origin/memory standing in for Redis).
+	OriginShared OriginKind = "shared"
+	// OriginCluster runs each region in cluster mode (origin/cluster): each
+	// identity's count lives on its owner node.
+	OriginCluster OriginKind = "cluster"
+)
+
 // FaultKind names a scheduled fault.
 type FaultKind string
 
@@ -59,20 +80,30 @@ const (
 	// Restart closes one node at At (flushing what it has not replayed) and
 	// starts a fresh limiter on the same origin in its place.
 	Restart FaultKind = "restart"
+	// NodeLoss kills one node at At, like SIGKILL: what it had not
+	// replayed is lost, and in cluster mode so are the counts it owned.
+	// Its traffic goes to the other nodes of its region at once (a load
+	// balancer's health check); in cluster mode they drop it from their
+	// ring FailureDetection later, and until then call it in vain, then
+	// its runner-up, once their breaker for it opens. With Until, a fresh
+	// node joins in its place at Until (and the ring at once).
+	NodeLoss FaultKind = "node-loss"
 )
 
 // Fault is one scheduled fault. Times are offsets from the start of the run.
 type Fault struct {
 	Kind FaultKind
-	// At is when the fault starts (an outage) or happens (a restart).
+	// At is when the fault starts (an outage, a node loss) or happens (a
+	// restart).
 	At time.Duration
-	// Until ends an outage: calls fail in [At, Until).
+	// Until ends an outage (calls fail in [At, Until)) or a node loss (a
+	// fresh node joins; 0: never).
 	Until time.Duration
 	// Regions are the indexes of the regions whose origin fails in an
 	// origin outage; empty means every region.
 	Regions []int
-	// Node is the index of the restarted node, counted over all regions in
-	// order (region 0's nodes first).
+	// Node is the index of the restarted or lost node, counted over all
+	// regions in order (region 0's nodes first).
 	Node int
 }
 
@@ -114,6 +145,12 @@ type Scenario struct {
 	Identifiers int
 	// Traffic says which nodes receive the requests (default even).
 	Traffic Traffic
+	// Origin says how the nodes of a region converge (default shared).
+	Origin OriginKind
+	// FailureDetection is how long, in cluster mode, the nodes of a region
+	// take to drop a lost node from their ring (memberlist's failure
+	// detection). Default 5s.
+	FailureDetection time.Duration
 	// ReplayInterval is the virtual time between two replays of every node
 	// (Limiter.Flush). Default 25ms.
 	ReplayInterval time.Duration
@@ -131,6 +168,9 @@ type Scenario struct {
 	// with a real network), and the node's next round waits for it.
 	// Default 0: a replay lands at once.
 	ReplayLatency time.Duration
+	// ReplayJitter adds to each replay's latency a random extra delay, up
+	// to ReplayJitter, drawn from the run's seed. It needs ReplayLatency.
+	ReplayJitter time.Duration
 	// OriginLoss and GlobalLoss are the shares of calls to the regional
 	// origins and to the global store that fail (with ErrUnavailable) at
 	// random, drawn from the run's seed: a lossy network.
@@ -146,6 +186,10 @@ type Scenario struct {
 const (
 	DefaultReplayInterval = 25 * time.Millisecond
 	DefaultGlobalInterval = 5 * time.Second
+	// DefaultFailureDetection is about what memberlist took to declare a
+	// killed node dead with sluice serve's settings, measured over real
+	// processes (5.0 to 5.4 s).
+	DefaultFailureDetection = 5 * time.Second
 )
 
 // maxRequests bounds the requests of one run, so that a scenario file cannot
@@ -168,6 +212,12 @@ func (s Scenario) withDefaults() Scenario {
 	}
 	if s.GlobalInterval == 0 {
 		s.GlobalInterval = DefaultGlobalInterval
+	}
+	if s.Origin == "" {
+		s.Origin = OriginShared
+	}
+	if s.FailureDetection == 0 {
+		s.FailureDetection = DefaultFailureDetection
 	}
 	return s
 }
@@ -206,8 +256,16 @@ func (s Scenario) Validate() error {
 		return bad("global_interval", "%v is not a whole, non-negative number of milliseconds", s.GlobalInterval)
 	case s.OriginMargin > 1:
 		return bad("origin_margin", "%v is above 1", s.OriginMargin)
+	case s.Origin != "" && s.Origin != OriginShared && s.Origin != OriginCluster:
+		return bad("origin", "%q is neither %q nor %q", s.Origin, OriginShared, OriginCluster)
+	case s.FailureDetection < 0 || s.FailureDetection%time.Millisecond != 0:
+		return bad("failure_detection", "%v is not a whole, non-negative number of milliseconds", s.FailureDetection)
 	case s.ReplayLatency < 0 || s.ReplayLatency%time.Millisecond != 0:
 		return bad("replay_latency", "%v is not a whole, non-negative number of milliseconds", s.ReplayLatency)
+	case s.ReplayJitter < 0 || s.ReplayJitter%time.Millisecond != 0:
+		return bad("replay_jitter", "%v is not a whole, non-negative number of milliseconds", s.ReplayJitter)
+	case s.ReplayJitter > 0 && s.ReplayLatency == 0:
+		return bad("replay_jitter", "jitter needs a replay_latency")
 	case !(s.OriginLoss >= 0 && s.OriginLoss < 1):
 		return bad("origin_loss", "%v is outside [0, 1)", s.OriginLoss)
 	case !(s.GlobalLoss >= 0 && s.GlobalLoss < 1):
@@ -224,6 +282,38 @@ func (s Scenario) Validate() error {
 		if err := f.validate(s); err != nil {
 			return &FieldError{Field: fmt.Sprintf("faults[%d].%s", i, err.Field), Err: err.Err}
 		}
+		if err := lossesLeaveANode(s, i); err != nil {
+			return &FieldError{Field: fmt.Sprintf("faults[%d].%s", i, err.Field), Err: err.Err}
+		}
+	}
+	return nil
+}
+
+// lossesLeaveANode checks that fault i, if a node loss, leaves its node's
+// region a live node and does not overlap another loss of the same node.
+func lossesLeaveANode(s Scenario, i int) *FieldError {
+	f := s.Faults[i]
+	if f.Kind != NodeLoss {
+		return nil
+	}
+	end := func(g Fault) time.Duration {
+		if g.Until == 0 {
+			return s.Duration() + 1
+		}
+		return g.Until
+	}
+	lost := 0
+	for j, g := range s.Faults {
+		if g.Kind != NodeLoss || g.Node/s.Nodes != f.Node/s.Nodes || g.At >= end(f) || f.At >= end(g) {
+			continue
+		}
+		if j != i && g.Node == f.Node {
+			return &FieldError{Field: "at", Err: fmt.Errorf("node %d is lost already (faults[%d])", f.Node, j)}
+		}
+		lost++
+	}
+	if lost >= s.Nodes {
+		return &FieldError{Field: "node", Err: fmt.Errorf("region %d would have no node left", f.Node/s.Nodes)}
 	}
 	return nil
 }
@@ -233,14 +323,18 @@ func (f Fault) validate(s Scenario) *FieldError {
 		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
 	}
 	switch {
-	case f.Kind != OriginOutage && f.Kind != GlobalOutage && f.Kind != Restart:
-		return bad("kind", "%q is not %q, %q or %q", f.Kind, OriginOutage, GlobalOutage, Restart)
+	case f.Kind != OriginOutage && f.Kind != GlobalOutage && f.Kind != Restart && f.Kind != NodeLoss:
+		return bad("kind", "%q is not %q, %q, %q or %q", f.Kind, OriginOutage, GlobalOutage, Restart, NodeLoss)
 	case f.At < 0 || f.At > s.Duration():
 		return bad("at", "%v is outside the run (0 to %v)", f.At, s.Duration())
-	case f.Kind != Restart && f.Until <= f.At:
+	case f.Kind != Restart && f.Kind != NodeLoss && f.Until <= f.At:
 		return bad("until", "%v is not after at (%v)", f.Until, f.At)
-	case f.Kind == Restart && (f.Node < 0 || f.Node >= s.Regions*s.Nodes):
+	case f.Kind == NodeLoss && f.Until != 0 && f.Until <= f.At:
+		return bad("until", "%v is not after at (%v); leave it out for a node that does not come back", f.Until, f.At)
+	case (f.Kind == Restart || f.Kind == NodeLoss) && (f.Node < 0 || f.Node >= s.Regions*s.Nodes):
 		return bad("node", "%d is not a node (0 to %d)", f.Node, s.Regions*s.Nodes-1)
+	case f.Kind == Restart && s.Origin == OriginCluster:
+		return bad("kind", "a restart in cluster mode loses the node's counts: use %q with until", NodeLoss)
 	case f.Kind == GlobalOutage && s.Regions < 2:
 		return bad("kind", "a global outage needs at least 2 regions")
 	}

@@ -180,6 +180,19 @@ func TestValidate(t *testing.T) {
 		{"faults[1].regions[0]", func(s *Scenario) {
 			s.Faults = []Fault{{Kind: Restart}, {Kind: OriginOutage, Until: time.Second, Regions: []int{1}}}
 		}},
+		{"origin", func(s *Scenario) { s.Origin = "redis" }},
+		{"failure_detection", func(s *Scenario) { s.FailureDetection = -time.Second }},
+		{"replay_jitter", func(s *Scenario) { s.ReplayJitter = 10 * time.Millisecond }}, // no latency
+		{"replay_jitter", func(s *Scenario) { s.ReplayLatency, s.ReplayJitter = time.Second, -time.Millisecond }},
+		{"faults[0].until", func(s *Scenario) { s.Faults = []Fault{{Kind: NodeLoss, At: 2 * time.Second, Until: time.Second}} }},
+		{"faults[0].node", func(s *Scenario) { s.Faults = []Fault{{Kind: NodeLoss, Node: 3}} }},
+		{"faults[0].node", func(s *Scenario) { // the region would have no node left
+			s.Faults = []Fault{{Kind: NodeLoss, Node: 0}, {Kind: NodeLoss, Node: 1, At: time.Second}, {Kind: NodeLoss, Node: 2, At: 2 * time.Second}}
+		}},
+		{"faults[0].at", func(s *Scenario) { // node 0 is lost already
+			s.Faults = []Fault{{Kind: NodeLoss, Node: 0, Until: 5 * time.Second}, {Kind: NodeLoss, Node: 0, At: time.Second}}
+		}},
+		{"faults[0].kind", func(s *Scenario) { s.Origin, s.Faults = OriginCluster, []Fault{{Kind: Restart}} }},
 	}
 	if err := valid.Validate(); err != nil {
 		t.Fatalf("built-in scenario: %v", err)
@@ -207,5 +220,52 @@ func TestFmtPct(t *testing.T) {
 		if got := fmtPct(in); got != want {
 			t.Errorf("fmtPct(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestClusterOneNodeIsExact checks that one node in cluster mode, which owns
+// every identity, makes exactly the model's decisions.
+func TestClusterOneNodeIsExact(t *testing.T) {
+	s, _ := Find("one-node")
+	s.Origin = OriginCluster
+	res, err := Run(s, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Admitted != res.Reference || res.OverPct != 0 || res.UnderPct != 0 {
+		t.Errorf("admitted %d, model %d (over %v%%, under %v%%); want the model's decisions", res.Admitted, res.Reference, res.OverPct, res.UnderPct)
+	}
+	if res.Origin.RPCs != 0 {
+		t.Errorf("%d peer RPCs on a one-node ring, want 0", res.Origin.RPCs)
+	}
+}
+
+// TestNodeLossTimeline checks what a lost node does in each mode: it
+// admits nothing from the window after it dies until a fresh node joins in
+// its place, and serves again from then; in cluster mode the others reach
+// the identities it owned over peer RPCs.
+func TestNodeLossTimeline(t *testing.T) {
+	for _, mode := range []OriginKind{OriginShared, OriginCluster} {
+		t.Run(string(mode), func(t *testing.T) {
+			s, _ := Find("cluster-node-loss") // node 0 lost at 25s, back at 40s; 10s windows
+			s.Origin = mode
+			res, err := Run(s, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			node0 := res.Series[0].Admitted
+			if node0[3] != 0 {
+				t.Errorf("lost node-0 admitted %d in window 4, want 0", node0[3])
+			}
+			if node0[2] == 0 || node0[4] == 0 {
+				t.Errorf("node-0 admitted %v per window: want some before the loss and after the join", node0)
+			}
+			if got := res.Series[1].Admitted[3] + res.Series[2].Admitted[3]; got < res.ReferenceSeries[3]*9/10 {
+				t.Errorf("the survivors admitted %d in window 4, the model %d: node-0's traffic was not rerouted", got, res.ReferenceSeries[3])
+			}
+			if (res.Origin.RPCs > 0) != (mode == OriginCluster) {
+				t.Errorf("%d peer RPCs in %s mode", res.Origin.RPCs, mode)
+			}
+		})
 	}
 }

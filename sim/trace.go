@@ -283,7 +283,9 @@ type TraceDeployment struct {
 	// Limit and Window apply to every identifier of the trace.
 	Limit  int64
 	Window time.Duration
-	// ReplayInterval, GlobalInterval and OriginMargin as in a [Scenario].
+	// Origin, ReplayInterval, GlobalInterval and OriginMargin as in a
+	// [Scenario].
+	Origin         OriginKind
 	ReplayInterval time.Duration
 	GlobalInterval time.Duration
 	OriginMargin   float64
@@ -301,7 +303,7 @@ func RunTrace(tr Trace, dep TraceDeployment, seed uint64) (Result, error) {
 	s := Scenario{
 		Name: dep.Name, Regions: dep.Regions, Nodes: dep.Nodes, Limit: dep.Limit, Window: dep.Window,
 		ReplayInterval: dep.ReplayInterval, GlobalInterval: dep.GlobalInterval, OriginMargin: dep.OriginMargin,
-		Windows: 1, Load: 1, Identifiers: 1,
+		Origin: dep.Origin, Windows: 1, Load: 1, Identifiers: 1,
 	}
 	if d > 0 {
 		first, last := tr.Requests[0].Time, tr.Requests[len(tr.Requests)-1].Time
@@ -330,9 +332,13 @@ func RunTrace(tr Trace, dep TraceDeployment, seed uint64) (Result, error) {
 			tr.File, len(ids), s.Windows, fmtDuration(s.Window), maxTraceWindows, maxTraceCells)
 	}
 	s = s.withDefaults()
-	s.Description = fmt.Sprintf("The trace %s (%d requests, %d identifiers) replayed through %d %s of %d %s, limit %d per %s.",
+	mode := ""
+	if s.Origin == OriginCluster {
+		mode = " in cluster mode"
+	}
+	s.Description = fmt.Sprintf("The trace %s (%d requests, %d identifiers) replayed through %d %s of %d %s%s, limit %d per %s.",
 		filepath.Base(tr.File), len(tr.Requests), len(ids), s.Regions, plural(s.Regions, "region", "regions"),
-		s.Nodes, plural(s.Nodes, "node", "nodes"), s.Limit, fmtDuration(s.Window))
+		s.Nodes, plural(s.Nodes, "node", "nodes"), mode, s.Limit, fmtDuration(s.Window))
 	for _, r := range tr.Requests {
 		switch {
 		case r.Region >= s.Regions:

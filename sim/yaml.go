@@ -125,7 +125,8 @@ func (p *parser) fields(n *yaml.Node, prefix string, known, required []string, s
 
 var (
 	scenarioFields = []string{"name", "description", "regions", "nodes", "limit", "window", "windows", "load",
-		"identifiers", "traffic", "replay_interval", "global_interval", "origin_margin", "replay_latency", "origin_loss", "global_loss",
+		"identifiers", "traffic", "origin", "failure_detection", "replay_interval", "global_interval", "origin_margin",
+		"replay_latency", "replay_jitter", "origin_loss", "global_loss",
 		"faults", "band"}
 	scenarioRequired = []string{"name", "nodes", "limit", "window", "windows", "load", "band"}
 	faultFields      = []string{"kind", "at", "until", "regions", "node"}
@@ -161,6 +162,12 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			var t string
 			t, err = p.str(v, path)
 			s.Traffic = Traffic(t)
+		case "origin":
+			var o string
+			o, err = p.str(v, path)
+			s.Origin = OriginKind(o)
+		case "failure_detection":
+			s.FailureDetection, err = p.duration(v, path)
 		case "replay_interval":
 			s.ReplayInterval, err = p.duration(v, path)
 		case "global_interval":
@@ -169,6 +176,8 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			s.OriginMargin, err = p.number(v, path)
 		case "replay_latency":
 			s.ReplayLatency, err = p.duration(v, path)
+		case "replay_jitter":
+			s.ReplayJitter, err = p.duration(v, path)
 		case "origin_loss":
 			s.OriginLoss, err = p.number(v, path)
 		case "global_loss":

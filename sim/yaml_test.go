@@ -57,6 +57,40 @@ band: {min_over_pct: 0, max_over_pct: 2.5}
 	}
 }
 
+func TestParseClusterAndJitter(t *testing.T) {
+	s, err := Parse("x.yaml", []byte(`
+name: cluster
+nodes: 3
+limit: 10
+window: 10s
+windows: 2
+load: 2
+origin: cluster
+failure_detection: 2s
+replay_latency: 40ms
+replay_jitter: 20ms
+faults:
+  - {kind: node-loss, at: 5s, node: 1}
+  - {kind: node-loss, at: 6s, until: 9s, node: 2}
+band: {min_over_pct: 0, max_over_pct: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Scenario{
+		Name: "cluster", Regions: 1, Nodes: 3, Limit: 10, Window: 10 * time.Second, Windows: 2, Load: 2, Identifiers: 1,
+		Origin: OriginCluster, FailureDetection: 2 * time.Second, ReplayLatency: 40 * time.Millisecond, ReplayJitter: 20 * time.Millisecond,
+		Faults: []Fault{{Kind: NodeLoss, At: 5 * time.Second, Node: 1}, {Kind: NodeLoss, At: 6 * time.Second, Until: 9 * time.Second, Node: 2}},
+		Band:   Band{MinOverPct: 0, MaxOverPct: 5},
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("got\n%+v\nwant\n%+v", s, want)
+	}
+	if _, err := Run(s, 1); err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
 // TestParseErrors checks that every malformed file is refused with an error
 // naming the file, the line and the field.
 func TestParseErrors(t *testing.T) {

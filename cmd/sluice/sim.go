@@ -27,6 +27,7 @@ type simCmd struct {
 	Trace          string        `placeholder:"FILE" help:"Replay a request log (CSV with a header row, or JSON lines; docs/sim.md) through --regions × --nodes at --limit per --duration, against the exact model."`
 	Regions        int           `default:"1" help:"With --trace: the number of regions."`
 	Nodes          int           `default:"3" help:"With --trace: the nodes of each region."`
+	Origin         string        `default:"shared" enum:"shared,cluster" help:"With --trace: how the nodes of a region converge: shared (one store per region, as Redis) or cluster (cluster mode, no shared store)."`
 	Limit          int64         `placeholder:"N" help:"With --trace: every identifier's limit per window (required)."`
 	Duration       time.Duration `help:"With --trace: the window, e.g. 1m (required)."`
 	ReplayInterval time.Duration `default:"25ms" help:"With --trace: the replay interval of every node."`
@@ -36,13 +37,14 @@ type simCmd struct {
 
 // Help is kong's long help of the command.
 func (simCmd) Help() string {
-	return `Every simulated node is a real limiter; the regions' origins (Redis) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed and takes well under a second. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
+	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed and takes well under a second. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
 
   sluice sim --list
   sluice sim region-10x spread-8-regions
   sluice sim --all --out docs/accuracy
   sluice sim my-scenario.yaml --seed 7 --json
   sluice sim --trace access.csv --regions 2 --nodes 3 --limit 100 --duration 1m
+  sluice sim --trace access.csv --origin cluster --nodes 5 --limit 100 --duration 1m
 
 The YAML schema of scenario files and every figure are described in docs/sim.md.`
 }
@@ -178,6 +180,7 @@ func (c *simCmd) deployment() sim.TraceDeployment {
 	return sim.TraceDeployment{
 		Name: "trace-" + name, Regions: c.Regions, Nodes: c.Nodes, Limit: c.Limit, Window: c.Duration,
 		ReplayInterval: c.ReplayInterval, GlobalInterval: c.GlobalInterval, OriginMargin: c.OriginMargin,
+		Origin: sim.OriginKind(c.Origin),
 	}
 }
 

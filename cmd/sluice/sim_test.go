@@ -135,6 +135,29 @@ func TestSimTrace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "trace-my-log.svg")); err != nil {
 		t.Error(err)
 	}
+
+	// The same log through one region in cluster mode.
+	code, stdout, stderr = runSim(t, "--trace", trace, "--origin", "cluster", "--regions", "2", "--nodes", "3", "--limit", "50", "--duration", "5s", "--json")
+	if code != 0 {
+		t.Fatalf("--origin cluster: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Scenarios []struct {
+			Origin struct {
+				Kind string `json:"kind"`
+				RPCs int64  `json:"rpcs"`
+			} `json:"origin"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Scenarios) != 1 {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if o := rep.Scenarios[0].Origin; o.Kind != "cluster" || o.RPCs == 0 {
+		t.Errorf("--origin cluster ran with origin %+v, want cluster mode with peer RPCs", o)
+	}
+	if code, _, stderr := runSim(t, "--trace", trace, "--origin", "redis", "--limit", "50", "--duration", "5s"); code == 0 || !strings.Contains(stderr, "--origin") {
+		t.Errorf("--origin redis: exit %d, %s; want a usage error naming --origin", code, stderr)
+	}
 }
 
 func TestSimProgress(t *testing.T) {

@@ -71,6 +71,12 @@ type Config struct {
 	Logger   *slog.Logger
 	Observer Observer
 	Clock    func() time.Time
+	// RehomeTicks, if set, replaces the re-homing goroutine's own triggers
+	// (a ring change, a breaker that opened or closed, and the timer that
+	// sends parked deltas again): it runs one [Origin.Rehome] per value
+	// received and never on its own. A simulation in virtual time drives
+	// re-homing with it, or by calling Rehome itself.
+	RehomeTicks <-chan time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -129,6 +135,9 @@ type Origin struct {
 	seen   *seen
 	parked *parking
 
+	rehomeMu sync.Mutex // serialises Rehome
+	homed    routing    // the routing of the last hand-over, under rehomeMu
+
 	changed chan struct{} // the ring changed: re-home
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -158,6 +167,7 @@ func New(cfg Config) (*Origin, error) {
 		cancel:  cancel,
 	}
 	o.view.Store(&view{ring: NewRing(cfg.ID), peers: map[string]*peer{}})
+	o.homed = o.routing()
 	o.cfg.Observer.Members(1)
 	o.wg.Go(o.rehomeLoop)
 	return o, nil
@@ -179,7 +189,8 @@ func (o *Origin) setBroadcaster(f func(exceed)) { o.broadcast.Store(&f) }
 // SetPeers sets the other members: member id to the base URL of its peer
 // RPC (http://host:port). This node's own id is ignored. A peer whose
 // address is unchanged keeps its breaker. When the set of members changes,
-// the cells that moved are handed to their new owners in the background.
+// the cells that moved are handed to their new owners in the background
+// (see [Origin.Rehome]).
 func (o *Origin) SetPeers(addrs map[string]string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

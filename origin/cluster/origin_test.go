@@ -87,11 +87,23 @@ type testNode struct {
 // exceed broadcasts to each other directly (no gossip).
 func newTestCluster(t *testing.T, n int, secret string) []*testNode {
 	t.Helper()
+	return newTestClusterWith(t, n, Config{Secret: secret})
+}
+
+// newTestClusterWith is newTestCluster with every node's Config based on
+// base (ID, Observer and a default Timeout filled in).
+func newTestClusterWith(t *testing.T, n int, base Config) []*testNode {
+	t.Helper()
 	nodes := make([]*testNode, n)
 	addrs := map[string]string{}
 	for i := range nodes {
 		obs := &countingObserver{}
-		o, err := New(Config{ID: fmt.Sprintf("node-%d", i), Secret: secret, Observer: obs, Timeout: time.Second})
+		cfg := base
+		cfg.ID, cfg.Observer = fmt.Sprintf("node-%d", i), obs
+		if cfg.Timeout == 0 {
+			cfg.Timeout = time.Second
+		}
+		o, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,5 +407,45 @@ func TestRehomeSeedsNewOwner(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestRehomeDriven checks that with RehomeTicks a ring change hands no cell
+// over until Rehome runs, and that Rehome then seeds the new owner on the
+// caller's goroutine, reports how many cells it seeded, and does nothing
+// more when called again.
+func TestRehomeDriven(t *testing.T) {
+	nodes := newTestClusterWith(t, 3, Config{Secret: "s", RehomeTicks: make(chan time.Time)})
+	ctx := context.Background()
+	dead := nodes[2]
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	var k origin.Key
+	for i := 0; ; i++ {
+		if k = key(fmt.Sprintf("u%d", i)); nodes[0].o.Ring().Owner(k) == dead.o.ID() {
+			break
+		}
+	}
+	if _, err := nodes[0].o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: seq}, Count: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	dead.srv.Close()
+	alive := map[string]string{nodes[0].o.ID(): nodes[0].srv.URL, nodes[1].o.ID(): nodes[1].srv.URL}
+	for _, nd := range nodes[:2] {
+		nd.o.SetPeers(alive)
+	}
+	if got, err := nodes[0].o.Load(ctx, k, seq); err != nil || got.Current != 0 {
+		t.Fatalf("new owner before Rehome: %v %v, want 0: nothing moves until Rehome", got, err)
+	}
+	if n := nodes[1].o.Rehome(); n != 0 {
+		t.Errorf("Rehome on a node that saw 0 of the moved cell seeded %d cells", n)
+	}
+	if n := nodes[0].o.Rehome(); n != 1 {
+		t.Errorf("Rehome seeded %d cells, want 1", n)
+	}
+	if got, err := nodes[0].o.Load(ctx, k, seq); err != nil || got.Current != 7 {
+		t.Fatalf("new owner after Rehome: %v %v, want 7", got, err)
+	}
+	if n := nodes[0].o.Rehome(); n != 0 {
+		t.Errorf("a second Rehome with no change seeded %d cells, want 0", n)
 	}
 }

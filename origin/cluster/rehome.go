@@ -11,11 +11,21 @@ import (
 // again when no Apply of the limiter carries them.
 const parkedEvery = time.Second
 
-// rehomeLoop hands moved cells to their new owners after each ring change,
-// and sends parked deltas again every parkedEvery. Changes that arrive while
-// a hand-over runs are coalesced into the next.
+// rehomeLoop runs Rehome after each ring change or breaker change, and
+// sends parked deltas again every parkedEvery; changes that arrive while a
+// hand-over runs are coalesced into the next. With RehomeTicks, it runs
+// Rehome once per tick instead, and nothing else.
 func (o *Origin) rehomeLoop() {
-	last := o.routing()
+	if ticks := o.cfg.RehomeTicks; ticks != nil {
+		for {
+			select {
+			case <-o.ctx.Done():
+				return
+			case <-ticks:
+				o.Rehome()
+			}
+		}
+	}
 	tick := time.NewTicker(parkedEvery)
 	defer tick.Stop()
 	for {
@@ -24,20 +34,31 @@ func (o *Origin) rehomeLoop() {
 			return
 		case <-tick.C:
 			o.flushParked()
-			continue
 		case <-o.changed:
+			o.Rehome()
 		}
-		cur := o.routing()
-		if cur.same(last) {
-			continue
-		}
-		seeded := o.rehome(last, cur)
-		if !sameMembers(last.ring, cur.ring) {
+	}
+}
+
+// Rehome hands the cells whose owner changed since the last hand-over (a
+// member joined or left, or a peer's breaker opened or closed) to their new
+// owners, then sends the parked deltas, on the caller's goroutine. It
+// returns the number of cells seeded. The re-homing goroutine calls it
+// after every change; a caller that drives the origin (RehomeTicks) calls
+// it itself. Calls are serialised.
+func (o *Origin) Rehome() int {
+	o.rehomeMu.Lock()
+	defer o.rehomeMu.Unlock()
+	cur, seeded := o.routing(), 0
+	if !cur.same(o.homed) {
+		seeded = o.rehome(o.homed, cur)
+		if !sameMembers(o.homed.ring, cur.ring) {
 			o.cfg.Observer.RingChanged(seeded)
 		}
-		last = cur
-		o.flushParked()
+		o.homed = cur
 	}
+	o.flushParked()
+	return seeded
 }
 
 // flushParked sends the parked deltas to their owners (an Apply of nothing
