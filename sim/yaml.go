@@ -159,13 +159,9 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 		case "identifiers":
 			s.Identifiers, err = p.integer(v, path)
 		case "traffic":
-			var t string
-			t, err = p.str(v, path)
-			s.Traffic = Traffic(t)
+			s.Traffic, err = named[Traffic](p, v, path)
 		case "origin":
-			var o string
-			o, err = p.str(v, path)
-			s.Origin = OriginKind(o)
+			s.Origin, err = named[OriginKind](p, v, path)
 		case "failure_detection":
 			s.FailureDetection, err = p.duration(v, path)
 		case "replay_interval":
@@ -205,9 +201,7 @@ func (p *parser) faults(n *yaml.Node, path string) ([]Fault, error) {
 			var err error
 			switch name {
 			case "kind":
-				var k string
-				k, err = p.str(v, path)
-				f.Kind = FaultKind(k)
+				f.Kind, err = named[FaultKind](p, v, path)
 			case "at":
 				f.At, err = p.duration(v, path)
 			case "until":
@@ -257,6 +251,13 @@ func (p *parser) str(n *yaml.Node, path string) (string, error) {
 		return "", p.fail(n, path, "want a string, got %s", describe(n))
 	}
 	return n.Value, nil
+}
+
+// named decodes a string into one of the scenario's named string types;
+// Validate checks the value.
+func named[T ~string](p *parser, n *yaml.Node, path string) (T, error) {
+	v, err := p.str(n, path)
+	return T(v), err
 }
 
 func (p *parser) integer(n *yaml.Node, path string) (int, error) {
