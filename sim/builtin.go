@@ -77,6 +77,13 @@ func Builtin() []Scenario {
 		regions("two-regions-10x",
 			"Two regions of two nodes, traffic at 10x the limit spread evenly: what each region admits between a publication and the other's next pull goes unseen, mostly in an identifier's first window.",
 			2, 2, 10, TrafficEven, Band{MinOverPct: 0.5, MaxOverPct: 10}),
+		func() Scenario {
+			s := regions("two-regions-global-latency",
+				"As two-regions-10x with writes to the global store taking 2 s (two rounds) to show in the other region, like a replication lag: each region goes on admitting for two more rounds on what it saw of the other.",
+				2, 2, 10, TrafficEven, Band{MinOverPct: 2, MaxOverPct: 15})
+			s.GlobalLatency = 2 * time.Second
+			return s
+		}(),
 		regions("spread-3-regions",
 			"Traffic at 1.5x the limit spread evenly over three regions of one node each.",
 			3, 1, 1.5, TrafficEven, Band{MinOverPct: 0, MaxOverPct: 5}),

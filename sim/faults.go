@@ -130,17 +130,31 @@ type globalCounts struct {
 	calls, failed, published, denials atomic.Int64
 }
 
-// faultyGlobal is a global store that counts calls and rows written, and
-// fails every call with global.ErrUnavailable during its outages.
+// faultyGlobal is a global store that counts calls and rows written,
+// fails every call with global.ErrUnavailable during its outages, and may
+// hold its writes back for a latency before they become visible.
 type faultyGlobal struct {
 	global.Store
-	clock *vclock
-	down  outages
-	loss  *lossy
-	n     *globalCounts
+	clock   *vclock
+	down    outages
+	loss    *lossy
+	n       *globalCounts
+	latency int64 // ms a write takes to become visible; 0: at once
+
+	mu      sync.Mutex
+	pending []heldWrite // in the order written, so due in order too
 }
 
-func (f *faultyGlobal) fail() bool {
+// heldWrite is a write the store has acknowledged and does not show yet.
+type heldWrite struct {
+	due   int64
+	apply func(ctx context.Context, now int64) error
+}
+
+// call counts a call and reports whether it fails; first it makes visible
+// the writes that are due.
+func (f *faultyGlobal) call(ctx context.Context) bool {
+	f.land(ctx)
 	f.n.calls.Add(1)
 	if f.down.at(f.clock.milli()) || f.loss.lost() {
 		f.n.failed.Add(1)
@@ -149,18 +163,43 @@ func (f *faultyGlobal) fail() bool {
 	return false
 }
 
+// write applies a write at once, or holds it for the latency.
+func (f *faultyGlobal) write(ctx context.Context, apply func(ctx context.Context, now int64) error) error {
+	now := f.clock.milli()
+	if f.latency == 0 {
+		return apply(ctx, now)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending = append(f.pending, heldWrite{due: now + f.latency, apply: apply})
+	return nil
+}
+
+// land applies the held writes that are due, at the time they were due.
+func (f *faultyGlobal) land(ctx context.Context) {
+	now := f.clock.milli()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.pending) > 0 && f.pending[0].due <= now {
+		w := f.pending[0]
+		f.pending = f.pending[1:]
+		_ = w.apply(ctx, w.due) // the memory store does not fail
+	}
+}
+
 // Publish implements [global.Store].
 func (f *faultyGlobal) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
-	if f.fail() {
+	if f.call(ctx) {
 		return global.ErrUnavailable
 	}
 	f.n.published.Add(int64(len(counts)))
-	return f.Store.Publish(ctx, region, counts, now)
+	counts = slices.Clone(counts)
+	return f.write(ctx, func(ctx context.Context, now int64) error { return f.Store.Publish(ctx, region, counts, now) })
 }
 
 // Announce implements [global.Store].
 func (f *faultyGlobal) Announce(ctx context.Context, region string, now int64) error {
-	if f.fail() {
+	if f.call(ctx) {
 		return global.ErrUnavailable
 	}
 	return f.Store.Announce(ctx, region, now)
@@ -168,7 +207,7 @@ func (f *faultyGlobal) Announce(ctx context.Context, region string, now int64) e
 
 // Pull implements [global.Store].
 func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
-	if f.fail() {
+	if f.call(ctx) {
 		return global.Pull{}, global.ErrUnavailable
 	}
 	return f.Store.Pull(ctx, region, cursor, now, activeFor)
@@ -176,16 +215,17 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 
 // EmitDenials implements [global.Store].
 func (f *faultyGlobal) EmitDenials(ctx context.Context, denials []global.Denial) error {
-	if f.fail() {
+	if f.call(ctx) {
 		return global.ErrUnavailable
 	}
 	f.n.denials.Add(int64(len(denials)))
-	return f.Store.EmitDenials(ctx, denials)
+	denials = slices.Clone(denials)
+	return f.write(ctx, func(ctx context.Context, _ int64) error { return f.Store.EmitDenials(ctx, denials) })
 }
 
 // Denials implements [global.Store].
 func (f *faultyGlobal) Denials(ctx context.Context, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
-	if f.fail() {
+	if f.call(ctx) {
 		return nil, cursor, global.ErrUnavailable
 	}
 	return f.Store.Denials(ctx, cursor, now)
@@ -193,7 +233,7 @@ func (f *faultyGlobal) Denials(ctx context.Context, cursor global.Cursor, now in
 
 // Cleanup implements [global.Store].
 func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, error) {
-	if f.fail() {
+	if f.call(ctx) {
 		return 0, global.ErrUnavailable
 	}
 	return f.Store.Cleanup(ctx, now, batch)

@@ -86,7 +86,11 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			row("replay latency", "%s%s", res.ReplayLatency, jitter)
 		}
 		if res.GlobalInterval != "" {
-			row("global layer", "a round every %s", res.GlobalInterval)
+			lag := ""
+			if res.GlobalLatency != "" {
+				lag = ", writes visible to the other regions " + res.GlobalLatency + " later"
+			}
+			row("global layer", "a round every %s%s", res.GlobalInterval, lag)
 		}
 		row("limit", "%d per %s for each of %d identifiers, %d windows", res.Limit, res.Window, res.Identifiers, res.Windows)
 		row("load", "%s× the limit: %d requests", fmtNum(res.Load), res.Requests)

@@ -45,6 +45,7 @@ type Result struct {
 	ReplayLatency  string  `json:"replay_latency,omitempty"`
 	ReplayJitter   string  `json:"replay_jitter,omitempty"`
 	GlobalLoss     float64 `json:"global_loss,omitempty"`
+	GlobalLatency  string  `json:"global_latency,omitempty"`
 
 	// Requests is the number of requests sent; Admitted how many the
 	// simulated deployment admitted, Reference how many the exact
@@ -390,7 +391,8 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	var store *faultyGlobal
 	if s.Regions > 1 {
 		store = &faultyGlobal{Store: globalmemory.New(), clock: clock, down: globalOutages, n: &gcounts,
-			loss: newLossy(s.GlobalLoss, seed, 0x910ba1)}
+			latency: s.GlobalLatency.Milliseconds(),
+			loss:    newLossy(s.GlobalLoss, seed, 0x910ba1)}
 	}
 	ocounts := make([]originCounts, s.Regions)
 	nodes := make([]*node, 0, s.Regions*s.Nodes)
@@ -598,6 +600,9 @@ func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() 
 	}
 	if s.ReplayJitter > 0 {
 		res.ReplayJitter = fmtDuration(s.ReplayJitter)
+	}
+	if s.GlobalLatency > 0 {
+		res.GlobalLatency = fmtDuration(s.GlobalLatency)
 	}
 	res.Origin.Kind = s.Origin
 	if s.Origin == OriginCluster {

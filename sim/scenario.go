@@ -176,6 +176,11 @@ type Scenario struct {
 	// random, drawn from the run's seed: a lossy network.
 	OriginLoss float64
 	GlobalLoss float64
+	// GlobalLatency is how long, in virtual time, a write to the global
+	// store (counts, denials) takes to become visible to the other regions'
+	// reads, like a replication lag: the writer is answered at once.
+	// Default 0: at once.
+	GlobalLatency time.Duration
 	// Faults are scheduled in virtual time.
 	Faults []Fault
 	// Band is where the over-admission is expected to stay.
@@ -270,6 +275,10 @@ func (s Scenario) Validate() error {
 		return bad("origin_loss", "%v is outside [0, 1)", s.OriginLoss)
 	case !(s.GlobalLoss >= 0 && s.GlobalLoss < 1):
 		return bad("global_loss", "%v is outside [0, 1)", s.GlobalLoss)
+	case s.GlobalLatency < 0 || s.GlobalLatency%time.Millisecond != 0:
+		return bad("global_latency", "%v is not a whole, non-negative number of milliseconds", s.GlobalLatency)
+	case s.GlobalLatency > 0 && s.Regions < 2:
+		return bad("global_latency", "a global store needs at least 2 regions")
 	case s.GlobalLoss > 0 && s.Regions < 2:
 		return bad("global_loss", "a global store needs at least 2 regions")
 	case s.Band.MinOverPct > s.Band.MaxOverPct:

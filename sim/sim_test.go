@@ -181,6 +181,7 @@ func TestValidate(t *testing.T) {
 			s.Faults = []Fault{{Kind: Restart}, {Kind: OriginOutage, Until: time.Second, Regions: []int{1}}}
 		}},
 		{"origin", func(s *Scenario) { s.Origin = "redis" }},
+		{"global_latency", func(s *Scenario) { s.GlobalLatency = time.Second }}, // one region: no global store
 		{"failure_detection", func(s *Scenario) { s.FailureDetection = -time.Second }},
 		{"replay_jitter", func(s *Scenario) { s.ReplayJitter = 10 * time.Millisecond }}, // no latency
 		{"replay_jitter", func(s *Scenario) { s.ReplayLatency, s.ReplayJitter = time.Second, -time.Millisecond }},
@@ -267,5 +268,30 @@ func TestNodeLossTimeline(t *testing.T) {
 				t.Errorf("%d peer RPCs in %s mode", res.Origin.RPCs, mode)
 			}
 		})
+	}
+}
+
+// TestGlobalLatencyDelaysDenials checks that a global store whose writes
+// take longer to show (two global intervals) makes the other regions deny
+// later, and lets more through, than one that shows them at once.
+func TestGlobalLatencyDelaysDenials(t *testing.T) {
+	s, _ := Find("two-regions-10x")
+	base, err := Run(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.GlobalLatency = 2 * s.GlobalInterval
+	slow, err := Run(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slow.DenialSpread.MedianMs <= base.DenialSpread.MedianMs {
+		t.Errorf("denial spread median %d ms with a %v latency, %d ms without: want later", slow.DenialSpread.MedianMs, s.GlobalLatency, base.DenialSpread.MedianMs)
+	}
+	if slow.OverPct <= base.OverPct {
+		t.Errorf("over-admission %v%% with a %v latency, %v%% without: want more", slow.OverPct, s.GlobalLatency, base.OverPct)
+	}
+	if slow.GlobalLatency != "2s" {
+		t.Errorf("result's global_latency %q, want 2s", slow.GlobalLatency)
 	}
 }

@@ -126,7 +126,7 @@ func (p *parser) fields(n *yaml.Node, prefix string, known, required []string, s
 var (
 	scenarioFields = []string{"name", "description", "regions", "nodes", "limit", "window", "windows", "load",
 		"identifiers", "traffic", "origin", "failure_detection", "replay_interval", "global_interval", "origin_margin",
-		"replay_latency", "replay_jitter", "origin_loss", "global_loss",
+		"replay_latency", "replay_jitter", "origin_loss", "global_loss", "global_latency",
 		"faults", "band"}
 	scenarioRequired = []string{"name", "nodes", "limit", "window", "windows", "load", "band"}
 	faultFields      = []string{"kind", "at", "until", "regions", "node"}
@@ -178,6 +178,8 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			s.OriginLoss, err = p.number(v, path)
 		case "global_loss":
 			s.GlobalLoss, err = p.number(v, path)
+		case "global_latency":
+			s.GlobalLatency, err = p.duration(v, path)
 		case "faults":
 			s.Faults, err = p.faults(v, path)
 		case "band":

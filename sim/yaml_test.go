@@ -34,6 +34,7 @@ origin_margin: -1
 origin_loss: 0.1
 global_loss: 0.25
 replay_latency: 40ms
+global_latency: 500ms
 faults:
   - {kind: origin-outage, at: 10s, until: 20s, regions: [1]}
   - {kind: restart, at: 30s, node: 3}
@@ -45,7 +46,7 @@ band: {min_over_pct: 0, max_over_pct: 2.5}
 	}
 	want := Scenario{
 		Name: "two-regions", Regions: 2, Nodes: 2, Limit: 50, Window: time.Minute, Windows: 3, Load: 1.5,
-		Identifiers: 1, OriginMargin: -1, OriginLoss: 0.1, GlobalLoss: 0.25, ReplayLatency: 40 * time.Millisecond, Band: Band{MinOverPct: 0, MaxOverPct: 2.5},
+		Identifiers: 1, OriginMargin: -1, OriginLoss: 0.1, GlobalLoss: 0.25, ReplayLatency: 40 * time.Millisecond, GlobalLatency: 500 * time.Millisecond, Band: Band{MinOverPct: 0, MaxOverPct: 2.5},
 		Faults: []Fault{
 			{Kind: OriginOutage, At: 10 * time.Second, Until: 20 * time.Second, Regions: []int{1}},
 			{Kind: Restart, At: 30 * time.Second, Node: 3},
