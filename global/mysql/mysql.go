@@ -28,6 +28,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/internal/breaker"
 )
 
 // Errors of this package. Outage-class errors (breaker open, timeout,
@@ -170,7 +171,7 @@ func (s *Store) Close() error {
 // BreakerState returns the current state of the circuit breaker. An open
 // breaker whose OpenTimeout has passed reports (and becomes) half-open.
 func (s *Store) BreakerState() BreakerState {
-	return breakerState(s.breaker.State())
+	return breaker.StateOf(s.breaker.State())
 }
 
 // driverLogger passes go-sql-driver/mysql's messages to a slog.Logger.

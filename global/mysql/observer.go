@@ -3,7 +3,7 @@ package mysql
 import (
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/sluicehq/sluice/internal/breaker"
 )
 
 // Op names a call of the store, for metrics labels.
@@ -25,24 +25,24 @@ type Outcome string
 // The outcomes an [Observer] sees.
 const (
 	// OutcomeOK: every statement of the call succeeded.
-	OutcomeOK Outcome = "ok"
+	OutcomeOK Outcome = Outcome(breaker.OK)
 	// OutcomeError: the server answered with an error that is not an outage
 	// (for example a missing table). It does not count against the breaker.
-	OutcomeError Outcome = "error"
+	OutcomeError Outcome = Outcome(breaker.Error)
 	// OutcomeTimeout: the call's deadline (Config.Timeout or the caller's)
 	// passed first. Counts as a failure for the breaker.
-	OutcomeTimeout Outcome = "timeout"
+	OutcomeTimeout Outcome = Outcome(breaker.Timeout)
 	// OutcomeUnavailable: the connection failed (refused, reset, closed) or
 	// the server answered with an outage error (too many connections, lock
 	// wait timeout, deadlock after retries, read-only, shutting down). Counts
 	// as a failure.
-	OutcomeUnavailable Outcome = "unavailable"
+	OutcomeUnavailable Outcome = Outcome(breaker.Unavailable)
 	// OutcomeRejected: the circuit breaker refused the call without touching
 	// the network.
-	OutcomeRejected Outcome = "rejected"
+	OutcomeRejected Outcome = Outcome(breaker.Rejected)
 	// OutcomeCanceled: the caller canceled its context. It does not count
 	// against the breaker.
-	OutcomeCanceled Outcome = "canceled"
+	OutcomeCanceled Outcome = Outcome(breaker.Canceled)
 )
 
 // Call describes one finished call of the store.
@@ -61,44 +61,19 @@ type Call struct {
 }
 
 // BreakerState is the state of the store's circuit breaker.
-type BreakerState int
+type BreakerState = breaker.State
 
 // The circuit breaker states.
 const (
 	// BreakerClosed: calls go to the database.
-	BreakerClosed BreakerState = iota
+	BreakerClosed = breaker.Closed
 	// BreakerHalfOpen: a limited number of probe calls go to the database;
 	// success closes the breaker, failure opens it again.
-	BreakerHalfOpen
+	BreakerHalfOpen = breaker.HalfOpen
 	// BreakerOpen: calls fail at once with an error wrapping
 	// global.ErrUnavailable, without touching the network.
-	BreakerOpen
+	BreakerOpen = breaker.Open
 )
-
-// String returns "closed", "half-open" or "open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerHalfOpen:
-		return "half-open"
-	case BreakerOpen:
-		return "open"
-	default:
-		return "unknown"
-	}
-}
-
-func breakerState(s gobreaker.State) BreakerState {
-	switch s {
-	case gobreaker.StateHalfOpen:
-		return BreakerHalfOpen
-	case gobreaker.StateOpen:
-		return BreakerOpen
-	default:
-		return BreakerClosed
-	}
-}
 
 // Observer receives the store's telemetry; the server adapts it to
 // Prometheus. Implementations must be safe for concurrent use, fast and

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/sluicehq/sluice/internal/breaker"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -62,22 +62,14 @@ type peer struct {
 
 func (o *Origin) newPeer(id, base string) *peer {
 	b := o.cfg.Breaker
-	return &peer{id: id, base: strings.TrimRight(base, "/"), breaker: gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "cluster-peer-" + id,
-		MaxRequests: 1,
-		Timeout:     b.OpenTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= b.ConsecutiveFailures },
-		IsSuccessful: func(err error) bool {
-			out := outcomeOf(err)
-			return out == OutcomeOK || out == OutcomeError
-		},
-		IsExcluded: func(err error) bool { return outcomeOf(err) == OutcomeCanceled },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			level := slog.LevelInfo
-			if to == gobreaker.StateOpen {
-				level = slog.LevelWarn
-			}
-			o.cfg.Logger.Log(context.Background(), level, "cluster: peer breaker "+to.String(), "peer", id, "from", from.String())
+	return &peer{id: id, base: strings.TrimRight(base, "/"), breaker: breaker.New(breaker.Settings{
+		Name:                "cluster-peer-" + id,
+		ConsecutiveFailures: b.ConsecutiveFailures,
+		HalfOpenProbes:      1,
+		OpenTimeout:         b.OpenTimeout,
+		Outcome:             func(err error) breaker.Outcome { return breaker.Outcome(outcomeOf(err)) },
+		OnChange: func(from, to breaker.State) {
+			o.cfg.Logger.Log(context.Background(), to.LogLevel(), "cluster: peer breaker "+to.String(), "peer", id, "from", from.String())
 			// Routing around an open breaker changes owners: re-home. (The
 			// breaker's lock is held here: only signal.)
 			select {

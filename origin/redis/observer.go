@@ -3,7 +3,7 @@ package redis
 import (
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/sluicehq/sluice/internal/breaker"
 )
 
 // Op names a Redis call of the origin, for metrics labels.
@@ -24,24 +24,24 @@ type Outcome string
 // The outcomes an [Observer] sees.
 const (
 	// OutcomeOK: Redis answered every command.
-	OutcomeOK Outcome = "ok"
+	OutcomeOK Outcome = Outcome(breaker.OK)
 	// OutcomeError: Redis answered, but with an error reply that is not an
 	// outage (for example WRONGTYPE, or a cell that does not hold an
 	// integer). It does not count against the circuit breaker.
-	OutcomeError Outcome = "error"
+	OutcomeError Outcome = Outcome(breaker.Error)
 	// OutcomeTimeout: the call's deadline (Config.Timeout or the caller's)
 	// passed first. Counts as a failure for the circuit breaker.
-	OutcomeTimeout Outcome = "timeout"
+	OutcomeTimeout Outcome = Outcome(breaker.Timeout)
 	// OutcomeUnavailable: the connection failed (refused, reset, closed) or
 	// Redis replied with an outage error (LOADING, READONLY, CLUSTERDOWN,
 	// TRYAGAIN, MASTERDOWN, OOM, BUSY, ...). Counts as a failure.
-	OutcomeUnavailable Outcome = "unavailable"
+	OutcomeUnavailable Outcome = Outcome(breaker.Unavailable)
 	// OutcomeRejected: the circuit breaker refused the call without touching
 	// the network. Elapsed is (near) zero.
-	OutcomeRejected Outcome = "rejected"
+	OutcomeRejected Outcome = Outcome(breaker.Rejected)
 	// OutcomeCanceled: the caller canceled its context. It does not count
 	// against the circuit breaker.
-	OutcomeCanceled Outcome = "canceled"
+	OutcomeCanceled Outcome = Outcome(breaker.Canceled)
 )
 
 // Call describes one finished Redis call of the origin.
@@ -55,44 +55,19 @@ type Call struct {
 }
 
 // BreakerState is the state of the origin's circuit breaker.
-type BreakerState int
+type BreakerState = breaker.State
 
 // The circuit breaker states.
 const (
 	// BreakerClosed: calls go to Redis.
-	BreakerClosed BreakerState = iota
+	BreakerClosed = breaker.Closed
 	// BreakerHalfOpen: a limited number of probe calls go to Redis; success
 	// closes the breaker, failure opens it again.
-	BreakerHalfOpen
+	BreakerHalfOpen = breaker.HalfOpen
 	// BreakerOpen: calls fail at once with an error wrapping
 	// origin.ErrUnavailable, without touching the network.
-	BreakerOpen
+	BreakerOpen = breaker.Open
 )
-
-// String returns "closed", "half-open" or "open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerHalfOpen:
-		return "half-open"
-	case BreakerOpen:
-		return "open"
-	default:
-		return "unknown"
-	}
-}
-
-func breakerState(s gobreaker.State) BreakerState {
-	switch s {
-	case gobreaker.StateHalfOpen:
-		return BreakerHalfOpen
-	case gobreaker.StateOpen:
-		return BreakerOpen
-	default:
-		return BreakerClosed
-	}
-}
 
 // Observer receives the origin's telemetry; the server adapts it to
 // Prometheus. Implementations must be safe for concurrent use, fast and

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/internal/breaker"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -85,29 +84,16 @@ func New(cfg Config) (*Origin, error) {
 		o.tracer = cfg.TracerProvider.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 	}
 	b := cfg.Breaker
-	o.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:         "redis-origin",
-		MaxRequests:  b.HalfOpenProbes,
-		Interval:     b.Window,
-		BucketPeriod: b.Window / 10,
-		Timeout:      b.OpenTimeout,
-		ReadyToTrip:  readyToTrip(b),
-		IsSuccessful: func(err error) bool {
-			out := outcomeOf(err)
-			return out == OutcomeOK || out == OutcomeError
-		},
-		IsExcluded: func(err error) bool {
-			return outcomeOf(err) == OutcomeCanceled
-		},
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			f, t := breakerState(from), breakerState(to)
-			level := slog.LevelInfo
-			if t == BreakerOpen {
-				level = slog.LevelWarn
-			}
-			o.log.Log(context.Background(), level, "redis origin: circuit breaker "+t.String(),
-				slog.String("from", f.String()), slog.String("to", t.String()))
-			o.obs.BreakerChanged(f, t)
+	o.breaker = breaker.New(breaker.Settings{
+		Name:           "redis-origin",
+		ReadyToTrip:    readyToTrip(b),
+		Window:         b.Window,
+		HalfOpenProbes: b.HalfOpenProbes,
+		OpenTimeout:    b.OpenTimeout,
+		OnChange: func(from, to BreakerState) {
+			o.log.Log(context.Background(), to.LogLevel(), "redis origin: circuit breaker "+to.String(),
+				slog.String("from", from.String()), slog.String("to", to.String()))
+			o.obs.BreakerChanged(from, to)
 		},
 	})
 	if ok, known := contextTimeoutEnabled(cfg.Client); known && !ok {
@@ -151,7 +137,7 @@ func (o *Origin) Close() error {
 // BreakerState returns the current state of the circuit breaker. An open
 // breaker whose OpenTimeout has passed reports (and becomes) half-open.
 func (o *Origin) BreakerState() BreakerState {
-	return breakerState(o.breaker.State())
+	return breaker.StateOf(o.breaker.State())
 }
 
 // Load returns the totals of cells seq and seq-1 of key with one MGET (both
@@ -288,19 +274,7 @@ func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Conte
 		return fmt.Errorf("redis: %s: %w", op, ctxErr)
 	}
 	start := time.Now()
-	_, err = o.breaker.Execute(func() (struct{}, error) {
-		cctx := ctx
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, o.timeout)
-			defer cancel()
-		}
-		if err := fn(cctx); err != nil {
-			return struct{}{}, &callError{outcome: classify(ctx, err), err: err}
-		}
-		return struct{}{}, nil
-	})
-	out := outcomeOf(err)
+	out, err := breaker.Run(ctx, o.breaker, o.timeout, fn, classify)
 	o.obs.ObserveCall(Call{Op: op, Outcome: out, Cells: cells, Elapsed: time.Since(start)})
 	switch out {
 	case OutcomeOK:
@@ -308,43 +282,10 @@ func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Conte
 	case OutcomeRejected:
 		return fmt.Errorf("redis: %s: %w: circuit breaker is %s", op, origin.ErrUnavailable, o.BreakerState())
 	case OutcomeTimeout, OutcomeUnavailable:
-		return fmt.Errorf("redis: %s: %w: %w", op, origin.ErrUnavailable, cause(err))
+		return fmt.Errorf("redis: %s: %w: %w", op, origin.ErrUnavailable, err)
 	default:
-		return fmt.Errorf("redis: %s: %w", op, cause(err))
+		return fmt.Errorf("redis: %s: %w", op, err)
 	}
-}
-
-// callError carries the outcome of a failed call through the breaker.
-type callError struct {
-	outcome Outcome
-	err     error
-}
-
-func (e *callError) Error() string { return e.err.Error() }
-func (e *callError) Unwrap() error { return e.err }
-
-// cause returns the error a call failed with, without its callError wrapper.
-func cause(err error) error {
-	var ce *callError
-	if errors.As(err, &ce) {
-		return ce.err
-	}
-	return err
-}
-
-// outcomeOf returns the outcome of an error returned by breaker.Execute.
-func outcomeOf(err error) Outcome {
-	if err == nil {
-		return OutcomeOK
-	}
-	var ce *callError
-	if errors.As(err, &ce) {
-		return ce.outcome
-	}
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return OutcomeRejected
-	}
-	return OutcomeUnavailable
 }
 
 // outageReplies are the prefixes of Redis error replies that mean the server
@@ -354,19 +295,9 @@ var outageReplies = []string{
 	"BUSY", "NOREPLICAS", "MISCONF", "NOAUTH", "WRONGPASS", "NOPERM",
 }
 
-// classify returns the outcome of err, returned by a call made under the
-// caller's context parent.
-func classify(parent context.Context, err error) Outcome {
-	if errors.Is(parent.Err(), context.Canceled) {
-		return OutcomeCanceled
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return OutcomeTimeout
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return OutcomeTimeout
-	}
+// classify returns the outcome of err, the failure of a call that neither
+// the caller canceled nor a deadline ended (breaker.Run tells those apart).
+func classify(err error) Outcome {
 	if errors.Is(err, ErrBadValue) {
 		return OutcomeError
 	}
