@@ -186,21 +186,7 @@ func TestClusterPartition(t *testing.T) {
 		}
 		alone, _ = scrapeMembers(nodes[0])
 		heal()
-		start := time.Now()
-		for time.Since(start) < 20*time.Second {
-			ok := true
-			for _, n := range nodes {
-				if v, err := scrapeMembers(n); err != nil || v != 3 {
-					ok = false
-				}
-			}
-			if ok {
-				healed <- time.Since(start)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		healed <- 0
+		healed <- timeToAgree(nodes, 3, 20*time.Second)
 	}()
 	out := clusterLoad(func(time.Time) []*clusterNode { return nodes }, ws, ids, limit, d, begin, cells*d)
 	took := <-healed

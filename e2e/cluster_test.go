@@ -101,25 +101,37 @@ func startClusterNode(t *testing.T, gossip string, seeds []string, ws string) *c
 // waitMembers waits until every node's sluice_cluster_members is want.
 func waitMembers(t *testing.T, nodes []*clusterNode, want int, limit time.Duration) time.Duration {
 	t.Helper()
+	if took := timeToAgree(nodes, want, limit); took > 0 {
+		return took
+	}
+	for _, n := range nodes {
+		t.Logf("node %s members %v", n.gossip, metricValue(t, n, "sluice_cluster_members", nil))
+	}
+	t.Fatalf("the cluster did not converge on %d members within %v", want, limit)
+	return 0
+}
+
+// agree reports whether every node's sluice_cluster_members reads want.
+func agree(nodes []*clusterNode, want int) bool {
+	for _, n := range nodes {
+		if v, err := scrapeMembers(n); err != nil || v != float64(want) {
+			return false
+		}
+	}
+	return true
+}
+
+// timeToAgree polls agree every 100 ms for up to limit and returns how long
+// it took to hold (at least 1 ns), or 0 if it did not.
+func timeToAgree(nodes []*clusterNode, want int, limit time.Duration) time.Duration {
 	start := time.Now()
-	for {
-		ok := true
-		for _, n := range nodes {
-			if metricValue(t, n, "sluice_cluster_members", nil) != float64(want) {
-				ok = false
-			}
-		}
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > limit {
-			for _, n := range nodes {
-				t.Logf("node %s members %v", n.gossip, metricValue(t, n, "sluice_cluster_members", nil))
-			}
-			t.Fatalf("the cluster did not converge on %d members within %v", want, limit)
+	for time.Since(start) < limit {
+		if agree(nodes, want) {
+			return max(time.Since(start), time.Nanosecond)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return 0
 }
 
 var adminLine = regexp.MustCompile(`"msg":"admin listening"[^}]*"addr":"([^"]+)"`)
@@ -400,20 +412,7 @@ func TestClusterKillNode(t *testing.T) {
 	go func() {
 		defer close(convergedDone)
 		time.Sleep(time.Until(killAt))
-		start := time.Now()
-		for time.Since(start) < 20*time.Second {
-			ok := true
-			for _, n := range survivors {
-				if v, err := scrapeMembers(n); err != nil || v != 2 {
-					ok = false
-				}
-			}
-			if ok {
-				converged = time.Since(start)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		converged = timeToAgree(survivors, 2, 20*time.Second)
 	}()
 	out := clusterLoad(func(due time.Time) []*clusterNode {
 		if due.Before(killAt.Add(-100 * time.Millisecond)) {
@@ -595,35 +594,13 @@ func TestClusterHungNode(t *testing.T) {
 		time.Sleep(time.Until(stopAt))
 		_ = hung.cmd.Process.Signal(syscall.SIGSTOP)
 		for time.Now().Before(contAt) {
-			if cutOff == 0 {
-				ok := true
-				for _, n := range others {
-					if v, err := scrapeMembers(n); err != nil || v != 2 {
-						ok = false
-					}
-				}
-				if ok {
-					cutOff = time.Since(stopAt)
-				}
+			if cutOff == 0 && agree(others, 2) {
+				cutOff = time.Since(stopAt)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		_ = hung.cmd.Process.Signal(syscall.SIGCONT)
-		start := time.Now()
-		for time.Since(start) < 20*time.Second {
-			ok := true
-			for _, n := range nodes {
-				if v, err := scrapeMembers(n); err != nil || v != 3 {
-					ok = false
-				}
-			}
-			if ok {
-				healed <- time.Since(start)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		healed <- 0
+		healed <- timeToAgree(nodes, 3, 20*time.Second)
 	}()
 	out := clusterLoad(func(due time.Time) []*clusterNode {
 		if due.After(stopAt.Add(-100*time.Millisecond)) && due.Before(contAt.Add(time.Second)) {
