@@ -14,26 +14,9 @@
 # Needs wrk, redis-server, redis-cli and curl; Linux only.
 set -euo pipefail
 
-rounds=${1:-3}
-secs=${2:-8}
-conns=${CONNS:-32}
+source "$(dirname "$0")/../tools/wrk/common.sh"
 redis_port=${REDIS_PORT:-16390}
 script=${SCRIPT:-scripts/wrk/flood.lua}
-cd "$(dirname "$0")/.."
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-if [[ -n "${SLUICE_BIN:-}" ]]; then
-	cp "$SLUICE_BIN" "$tmp/sluice"
-else
-	go build -o "$tmp/sluice" ./cmd/sluice
-fi
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --dir "$tmp" >/dev/null &
 pids+=($!)
 "$tmp/sluice" serve --http-addr 127.0.0.1:17080 --admin-addr "" --data-dir "$tmp/embedded" --log-level warn 2>"$tmp/embedded.log" &

@@ -13,24 +13,7 @@
 # second ceiling process that discards them. Needs wrk and curl; Linux only.
 set -euo pipefail
 
-rounds=${1:-3}
-secs=${2:-8}
-conns=${CONNS:-32}
-cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-if [[ -n "${SLUICE_BIN:-}" ]]; then
-	cp "$SLUICE_BIN" "$tmp/sluice"
-else
-	go build -o "$tmp/sluice" ./cmd/sluice
-fi
+source "$(dirname "$0")/common.sh"
 (cd tools/ceiling && go build -o "$tmp/ceiling" .)
 
 serve_args=(serve --http-addr 127.0.0.1:17070 --admin-addr "" --data-dir "$tmp/data" --log-level warn)

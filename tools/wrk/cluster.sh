@@ -6,25 +6,14 @@
 # ratio of the medians.
 #
 #   tools/wrk/cluster.sh [rounds] [seconds]          # default 3 rounds of 8 s
+#   SLUICE_BIN=/tmp/sluice tools/wrk/cluster.sh      # a prebuilt binary
 #
 # Load: tools/wrk/limit.lua (1,000 identifiers, limit 100 per minute), all
 # sent to the first node; the other two serve its peer RPCs. Needs wrk and
 # curl; Linux only.
 set -euo pipefail
 
-rounds=${1:-3}
-secs=${2:-8}
-conns=${CONNS:-32}
-cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-go build -o "$tmp/sluice" ./cmd/sluice
+source "$(dirname "$0")/common.sh"
 
 gossip=(127.0.0.1:17946 127.0.0.1:17947 127.0.0.1:17948)
 for i in 0 1 2; do

@@ -14,24 +14,7 @@
 # certificate. Needs wrk, openssl and curl; Linux only.
 set -euo pipefail
 
-rounds=${1:-3}
-secs=${2:-8}
-conns=${CONNS:-32}
-cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-if [[ -n "${SLUICE_BIN:-}" ]]; then
-	cp "$SLUICE_BIN" "$tmp/sluice"
-else
-	go build -o "$tmp/sluice" ./cmd/sluice
-fi
+source "$(dirname "$0")/common.sh"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
 	-addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 
