@@ -38,11 +38,9 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	}
 	qs := make([]resolved, len(rs))
 	for i := range rs {
-		q, err := resolve(&rs[i], l.nowMilli)
-		if err != nil {
+		if err := resolve(&qs[i], &rs[i], l.nowMilli); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
-		qs[i] = q
 	}
 
 	out := make([]Response, len(qs))
@@ -56,7 +54,8 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 			// or near the limit it first reads the origin, once for
 			// concurrent callers.
 			l.sharedRead(ctx, q, ReadStrict, cur)
-			prev = l.cells.load(q.hash, q.previous())
+			pk := q.previous()
+			prev = l.cells.load(q.hash, &pk)
 		}
 		curs[i] = cur
 		o := l.apply(q, cur, prev, true)
@@ -91,7 +90,8 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	for i := range qs {
 		q := &qs[i]
 		q.cost = 0
-		prev := l.cells.load(q.hash, q.previous())
+		pk := q.previous()
+		prev := l.cells.load(q.hash, &pk)
 		o := q.decide(curs[i].count(), prev.count())
 		out[i].Current, out[i].Remaining = o.Current, o.Remaining
 	}

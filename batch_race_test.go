@@ -32,8 +32,10 @@ func TestBatchRollbackUnderConcurrentMerges(t *testing.T) {
 		if _, err := l.Ratelimit(ctx, peek); err != nil { // creates and hydrates the cell
 			t.Fatal(err)
 		}
-		q, _ := resolve(&spend, nil)
-		cur := l.cells.load(l.cells.keyHash(q.key), q.current())
+		var q resolved
+		_ = resolve(&q, &spend, nil)
+		lk := q.current()
+		cur := l.cells.load(l.cells.keyHash(&q.cell.Key), &lk)
 
 		stop := make(chan struct{})
 		var merging sync.WaitGroup
@@ -113,8 +115,9 @@ func TestMixedDecisionsUnderReplayAreExact(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q, _ := resolve(&hot, nil)
-	counts, _ := store.Load(ctx, q.key, q.pos.Seq)
+	var q resolved
+	_ = resolve(&q, &hot, nil)
+	counts, _ := store.Load(ctx, q.cell.Key, q.pos.Seq)
 	got := admitted.Load()
 	switch {
 	case got > limit:

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"runtime"
 	"sync/atomic"
 
@@ -199,26 +200,31 @@ type cellTable struct {
 func newCellTable(max int64) *cellTable {
 	t := &cellTable{seed: maphash.MakeSeed(), max: max, full: make(chan struct{}, 1)}
 	t.m = hashtrie.New[origin.Cell, cell](func(c origin.Cell) uint64 {
-		return cellHash(t.keyHash(c.Key), c.Sequence)
+		return cellHash(t.keyHash(&c.Key), c.Sequence)
 	})
 	return t
 }
 
-// keyHash hashes a counter identity. Each field is hashed on its own and
-// chained through a finaliser, so moving bytes from one field to another
-// changes the hash. The seed is random per table: identifiers come from
-// clients and must not be able to pick colliding hashes.
-func (t *cellTable) keyHash(k origin.Key) uint64 {
-	h := mix(maphash.String(t.seed, k.Identifier))
-	h = mix(h ^ maphash.String(t.seed, k.Namespace))
-	h = mix(h ^ maphash.String(t.seed, k.Workspace))
-	return h ^ uint64(k.Duration)
+// keyHash hashes a counter identity. Each string is hashed on its own and
+// the three hashes are combined at different rotations, so moving bytes
+// from one field to another, or swapping two fields, changes the hash; the
+// duration is spread over the word first. The seed is random per table:
+// identifiers come from clients and must not be able to pick colliding
+// hashes. The four parts are independent, so the processor computes them
+// side by side.
+func (t *cellTable) keyHash(k *origin.Key) uint64 {
+	return maphash.String(t.seed, k.Identifier) ^
+		bits.RotateLeft64(maphash.String(t.seed, k.Namespace), 21) ^
+		bits.RotateLeft64(maphash.String(t.seed, k.Workspace), 42) ^
+		mix(uint64(k.Duration))
 }
 
 // cellHash derives the hash of one cell from its identity's hash, so a
-// request hashes its strings once for both of the cells it reads.
+// request hashes its strings once for both of the cells it reads. The
+// golden-ratio step moves consecutive cells of one identity far apart in
+// the high bits, which the map reads first.
 func cellHash(keyHash uint64, seq int64) uint64 {
-	return mix(keyHash + uint64(seq)*0x9e3779b97f4a7c15)
+	return keyHash + uint64(seq)*0x9e3779b97f4a7c15
 }
 
 // mix is the splitmix64 finaliser: a bijection that spreads every input bit
@@ -231,14 +237,14 @@ func mix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-func (t *cellTable) load(h uint64, c origin.Cell) *cell {
+func (t *cellTable) load(h uint64, c *origin.Cell) *cell {
 	return t.m.Load(cellHash(h, c.Sequence), c)
 }
 
 // loadOrCreate returns the cell, creating it if needed; synced is the
 // syncedAt of a new cell (non-zero when the limiter is its own origin, or
 // the cell's counts come from an origin read).
-func (t *cellTable) loadOrCreate(h uint64, c origin.Cell, synced int64) *cell {
+func (t *cellTable) loadOrCreate(h uint64, c *origin.Cell, synced int64) *cell {
 	v, loaded := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
 		v.syncedAt.Store(synced)
 		v.flags.Store(flagFresh)
@@ -254,7 +260,7 @@ func (t *cellTable) loadOrCreate(h uint64, c origin.Cell, synced int64) *cell {
 
 // delete removes cell k if it is still c, and reports whether it did.
 func (t *cellTable) delete(k origin.Cell, c *cell) bool {
-	if !t.m.CompareAndDelete(cellHash(t.keyHash(k.Key), k.Sequence), k, c) {
+	if !t.m.CompareAndDelete(cellHash(t.keyHash(&k.Key), k.Sequence), k, c) {
 		return false
 	}
 	t.live.Add(-1)

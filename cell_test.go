@@ -38,7 +38,7 @@ func TestSweepEvictsOnlyUnreachableCells(t *testing.T) {
 	const d = 1000
 	for _, tc := range tests {
 		k := origin.Cell{Key: origin.Key{Namespace: "ns", Identifier: tc.name, Duration: d * 1e6}, Sequence: tc.seq}
-		c := l.cells.loadOrCreate(l.cells.keyHash(k.Key), k, 1)
+		c := l.cells.loadOrCreate(l.cells.keyHash(&k.Key), &k, 1)
 		c.raiseStrict((tc.seq + 2) * d) // the latest deadline a denial in seq can set
 	}
 	live, evicted := l.sweep(10*d + 500)
@@ -47,7 +47,7 @@ func TestSweepEvictsOnlyUnreachableCells(t *testing.T) {
 	}
 	for _, tc := range tests {
 		k := origin.Cell{Key: origin.Key{Namespace: "ns", Identifier: tc.name, Duration: d * 1e6}, Sequence: tc.seq}
-		if got := l.cells.load(l.cells.keyHash(k.Key), k) == nil; got != tc.evicted {
+		if got := l.cells.load(l.cells.keyHash(&k.Key), &k) == nil; got != tc.evicted {
 			t.Errorf("%s: evicted = %v, want %v", tc.name, got, tc.evicted)
 		}
 	}

@@ -258,7 +258,7 @@ func (l *Limiter) globalCell(k origin.Cell) *cell {
 	if l.origin == nil {
 		synced = 1
 	}
-	return l.cells.loadOrCreate(l.cells.keyHash(k.Key), k, synced)
+	return l.cells.loadOrCreate(l.cells.keyHash(&k.Key), &k, synced)
 }
 
 // emitDenial queues the first qualifying denial of cur for propagation:

@@ -70,7 +70,8 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 			}
 		}
 		cellOf := func(r Request) origin.Cell {
-			q, err := resolve(&r, nil) // r.Time is set
+			var q resolved
+			err := resolve(&q, &r, nil) // r.Time is set
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +126,7 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 			}
 			for cell, total := range admitted {
 				for i, l := range nodes {
-					c := l.cells.load(l.cells.keyHash(cell.Key), cell)
+					c := l.cells.load(l.cells.keyHash(&cell.Key), &cell)
 					if c == nil {
 						continue
 					}
@@ -161,7 +162,8 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 	}()
 	ctx := context.Background()
 	base := Request{Namespace: "inv", Identifier: "hot", Duration: time.Hour, Time: time.UnixMilli(1_700_000_000_000)}
-	q, err := resolve(&base, nil)
+	var q resolved
+	err := resolve(&q, &base, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 			default:
 			}
 			for i, l := range nodes {
-				c := l.cells.load(l.cells.keyHash(cell.Key), cell)
+				c := l.cells.load(l.cells.keyHash(&cell.Key), &cell)
 				if c == nil {
 					continue
 				}
@@ -203,7 +205,7 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 					return
 				default:
 				}
-				if c := l.cells.load(l.cells.keyHash(cell.Key), cell); c != nil {
+				if c := l.cells.load(l.cells.keyHash(&cell.Key), &cell); c != nil {
 					counts, _ := store.Load(ctx, cell.Key, cell.Sequence)
 					c.merge(counts.Current)
 				}

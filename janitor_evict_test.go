@@ -70,8 +70,10 @@ func TestEvictionSparesStrictAndPendingCells(t *testing.T) {
 	var strict, pending []*cell
 	for i := range 200 {
 		r := Request{Namespace: "n", Identifier: strconv.Itoa(i), Limit: 10, Duration: time.Hour, Time: time.UnixMilli(now)}
-		q, _ := resolve(&r, nil)
-		c := l.cells.loadOrCreate(l.cells.keyHash(q.key), q.current(), 1)
+		var q resolved
+		_ = resolve(&q, &r, nil)
+		ck := q.current()
+		c := l.cells.loadOrCreate(l.cells.keyHash(&q.cell.Key), &ck, 1)
 		switch i % 20 {
 		case 0:
 			c.raiseStrict(now + 1000)
@@ -86,7 +88,8 @@ func TestEvictionSparesStrictAndPendingCells(t *testing.T) {
 		t.Fatalf("%d cells after eviction, want at most 90", live)
 	}
 	for _, c := range append(strict, pending...) {
-		if l.cells.m.Load(cellHash(l.cells.keyHash(l.cells.m.KeyOf(c).Key), l.cells.m.KeyOf(c).Sequence), l.cells.m.KeyOf(c)) != c {
+		k := l.cells.m.KeyOf(c)
+		if l.cells.m.Load(cellHash(l.cells.keyHash(&k.Key), k.Sequence), &k) != c {
 			t.Fatal("a strict or pending cell was evicted while idle ones remained")
 		}
 	}

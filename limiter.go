@@ -142,8 +142,8 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	if l.closed.Load() {
 		return Response{}, ErrClosed
 	}
-	q, err := resolve(&r, l.nowMilli)
-	if err != nil {
+	var q resolved
+	if err := resolve(&q, &r, l.nowMilli); err != nil {
 		return Response{}, err
 	}
 	cur, prev := l.cellsFor(ctx, &q)
@@ -221,17 +221,17 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 // with the origin where the rules ask for a synchronous read: a cold current
 // cell, or a warm cell whose last read is older than RefreshAfter.
 func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
-	q.hash = l.cells.keyHash(q.key)
-	curKey, prevKey := q.current(), q.previous()
+	q.hash = l.cells.keyHash(&q.cell.Key)
+	prevKey := q.previous()
 	if l.origin == nil {
 		// The limiter is its own origin: every cell is born in sync.
-		cur = l.cells.loadOrCreate(q.hash, curKey, 1)
+		cur = l.cells.loadOrCreate(q.hash, &q.cell, 1)
 		l.used(cur, q)
-		return cur, l.cells.load(q.hash, prevKey)
+		return cur, l.cells.load(q.hash, &prevKey)
 	}
-	cur = l.cells.loadOrCreate(q.hash, curKey, 0)
+	cur = l.cells.loadOrCreate(q.hash, &q.cell, 0)
 	l.used(cur, q)
-	prev = l.cells.load(q.hash, prevKey)
+	prev = l.cells.load(q.hash, &prevKey)
 	switch synced := cur.syncedAt.Load(); {
 	case synced == 0:
 		l.sharedRead(ctx, q, ReadHydrate, cur)
@@ -242,7 +242,7 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 		return cur, prev
 	}
 	if prev == nil { // the read may have created it
-		prev = l.cells.load(q.hash, prevKey)
+		prev = l.cells.load(q.hash, &prevKey)
 	}
 	return cur, prev
 }
@@ -281,7 +281,7 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur 
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.OriginTimeout)
 	defer cancel()
 	start := time.Now()
-	counts, err := l.origin.Load(ctx, q.key, q.pos.Seq)
+	counts, err := l.origin.Load(ctx, q.cell.Key, q.pos.Seq)
 	l.cfg.Observer.OriginRead(reason, time.Since(start), err)
 	if err == nil {
 		l.mergeCounts(q, cur, counts)
@@ -295,7 +295,8 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur 
 func (l *Limiter) mergeCounts(q *resolved, cur *cell, counts origin.Counts) {
 	cur.merge(counts.Current)
 	if counts.Previous > 0 {
-		prev := l.cells.loadOrCreate(q.hash, q.previous(), max(q.t, 1))
+		pk := q.previous()
+		prev := l.cells.loadOrCreate(q.hash, &pk, max(q.t, 1))
 		prev.merge(counts.Previous)
 	}
 }
@@ -307,7 +308,7 @@ func (l *Limiter) originFailed(q *resolved, reason ReadReason, err error) {
 		return // the caller gave up: nothing to report
 	}
 	l.cfg.Logger.Debug("sluice: origin call failed; deciding locally",
-		"reason", reason, "namespace", q.key.Namespace, "err", err)
+		"reason", reason, "namespace", q.cell.Namespace, "err", err)
 }
 
 // denied records a denial: the counter enters strict mode until t+d, unless

@@ -19,7 +19,7 @@ func (l *Limiter) MergeRemote(cell origin.Cell, total int64) {
 	if seq := now / d; cell.Sequence != seq && cell.Sequence != seq-1 {
 		return
 	}
-	c := l.cells.loadOrCreate(l.cells.keyHash(cell.Key), cell, now)
+	c := l.cells.loadOrCreate(l.cells.keyHash(&cell.Key), &cell, now)
 	c.merge(total)
 	c.syncedAt.Store(now)
 }

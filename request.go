@@ -60,17 +60,17 @@ type Response struct {
 
 // resolved is a validated request located in its window.
 type resolved struct {
-	key   origin.Key
+	cell  origin.Cell // the current cell: the counter's key, pos.Seq
 	pos   window.Position
 	t     int64 // Unix ms
 	limit int64
 	cost  int64
-	hash  uint64 // hash of key, set by the limiter
+	hash  uint64 // hash of cell.Key, set by the limiter
 }
 
 // resolve validates r and places it in its window; nowMilli supplies the
 // time, in Unix milliseconds, when r.Time is zero.
-func resolve(r *Request, nowMilli func() int64) (resolved, error) {
+func resolve(q *resolved, r *Request, nowMilli func() int64) error {
 	var problem string
 	d := r.Duration.Milliseconds()
 	switch {
@@ -86,7 +86,7 @@ func resolve(r *Request, nowMilli func() int64) (resolved, error) {
 		problem = fmt.Sprintf("duration %v is under one millisecond", r.Duration)
 	}
 	if problem != "" {
-		return resolved{}, fmt.Errorf("%w: %s", ErrInvalidRequest, problem)
+		return fmt.Errorf("%w: %s", ErrInvalidRequest, problem)
 	}
 	var t int64
 	if r.Time.IsZero() {
@@ -95,20 +95,15 @@ func resolve(r *Request, nowMilli func() int64) (resolved, error) {
 		t = r.Time.UnixMilli()
 	}
 	if t < 0 {
-		return resolved{}, fmt.Errorf("%w: time %v is before the Unix epoch", ErrInvalidRequest, time.UnixMilli(t))
+		return fmt.Errorf("%w: time %v is before the Unix epoch", ErrInvalidRequest, time.UnixMilli(t))
 	}
-	return resolved{
-		key: origin.Key{
-			Workspace:  r.Workspace,
-			Namespace:  r.Namespace,
-			Identifier: r.Identifier,
-			Duration:   time.Duration(d) * time.Millisecond,
-		},
-		pos:   window.At(t, d),
-		t:     t,
-		limit: r.Limit,
-		cost:  r.Cost,
-	}, nil
+	q.pos = window.At(t, d)
+	q.cell = origin.Cell{
+		Key:      origin.Key{Workspace: r.Workspace, Namespace: r.Namespace, Identifier: r.Identifier, Duration: time.Duration(d) * time.Millisecond},
+		Sequence: q.pos.Seq,
+	}
+	q.t, q.limit, q.cost = t, r.Limit, r.Cost
+	return nil
 }
 
 // response builds the Response of a decision.
@@ -124,10 +119,10 @@ func (q *resolved) response(o window.Outcome) Response {
 
 // current is the cell q falls in.
 func (q *resolved) current() origin.Cell {
-	return origin.Cell{Key: q.key, Sequence: q.pos.Seq}
+	return q.cell
 }
 
 // previous is the cell before it, weighted by the sliding window.
 func (q *resolved) previous() origin.Cell {
-	return origin.Cell{Key: q.key, Sequence: q.pos.Seq - 1}
+	return origin.Cell{Key: q.cell.Key, Sequence: q.pos.Seq - 1}
 }

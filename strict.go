@@ -100,7 +100,8 @@ func (l *Limiter) runDecider(key origin.Cell, d *decider) {
 			return
 		}
 		if d.prev == nil {
-			d.prev = l.cells.load(batch[0].q.hash, batch[0].q.previous())
+			pk := batch[0].q.previous()
+			d.prev = l.cells.load(batch[0].q.hash, &pk)
 		}
 		l.deciders.mu.Unlock()
 		l.decideBatch(d, batch)
@@ -133,7 +134,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	defer cancel()
 	pending, inFlight := l.replay.settle(ctx, d.cur, l.cfg.ReplayTicks == nil)
 	c := origin.Check{
-		Key:     first.key,
+		Key:     first.cell.Key,
 		Seq:     first.pos.Seq,
 		Elapsed: first.pos.Elapsed,
 		Pending: pending,

@@ -83,17 +83,19 @@ type entry[K comparable, V any] struct {
 	value      V
 }
 
-func (e *entry[K, V]) lookup(key K) *entry[K, V] {
+func (e *entry[K, V]) lookup(key *K) *entry[K, V] {
 	for ; e != nil; e = e.overflow.Load() {
-		if e.key == key {
+		if e.key == *key {
 			return e
 		}
 	}
 	return nil
 }
 
-// Load returns a pointer to the value of key, or nil if key is absent.
-func (m *Map[K, V]) Load(hash uint64, key K) *V {
+// Load returns a pointer to the value of *key, or nil if it is absent. key
+// is passed by pointer so that a large key is not copied on every call; it
+// is only read.
+func (m *Map[K, V]) Load(hash uint64, key *K) *V {
 	i := m.root
 	for shift := hashBits - fanoutLog2; shift >= 0; shift -= fanoutLog2 {
 		n := i.children[(hash>>shift)&fanoutMask].Load()
@@ -111,11 +113,12 @@ func (m *Map[K, V]) Load(hash uint64, key K) *V {
 	panic("hashtrie: ran out of hash bits")
 }
 
-// LoadOrStore returns a pointer to the value of key. If key is absent it
+// LoadOrStore returns a pointer to the value of *key (read, and copied
+// into the map if it is stored). If the key is absent it
 // inserts a new value, lets init prepare it before any other goroutine can see
 // it, and reports loaded false. init runs with a trie node locked; it must be
 // quick and must not use the map.
-func (m *Map[K, V]) LoadOrStore(hash uint64, key K, init func(*V)) (v *V, loaded bool) {
+func (m *Map[K, V]) LoadOrStore(hash uint64, key *K, init func(*V)) (v *V, loaded bool) {
 	if v := m.Load(hash, key); v != nil {
 		return v, true
 	}
@@ -157,7 +160,7 @@ func (m *Map[K, V]) LoadOrStore(hash uint64, key K, init func(*V)) (v *V, loaded
 			return &e.value, true
 		}
 	}
-	e := &entry[K, V]{node: node[K, V]{isEntry: true}, key: key}
+	e := &entry[K, V]{node: node[K, V]{isEntry: true}, key: *key}
 	if init != nil {
 		init(&e.value)
 	}
@@ -221,7 +224,7 @@ func (m *Map[K, V]) CompareAndDelete(hash uint64, key K, v *V) bool {
 		if n == nil || !n.isEntry {
 			panic("hashtrie: ran out of hash bits")
 		}
-		if e := n.entry().lookup(key); e == nil || &e.value != v {
+		if e := n.entry().lookup(&key); e == nil || &e.value != v {
 			return false
 		}
 
@@ -231,7 +234,7 @@ func (m *Map[K, V]) CompareAndDelete(hash uint64, key K, v *V) bool {
 			continue // the trie changed under us; look again
 		}
 		head := n.entry()
-		if e := head.lookup(key); e == nil || &e.value != v {
+		if e := head.lookup(&key); e == nil || &e.value != v {
 			i.mu.Unlock()
 			return false // deleted meanwhile
 		}

@@ -36,7 +36,7 @@ func TestMatchesGoMap(t *testing.T) {
 					k := rapid.IntRange(0, 40).Draw(t, "key")
 					switch rapid.IntRange(0, 2).Draw(t, "op") {
 					case 0:
-						v, loaded := m.LoadOrStore(h(k), k, func(v *int) { *v = k * 10 })
+						v, loaded := m.LoadOrStore(h(k), &k, func(v *int) { *v = k * 10 })
 						if _, ok := model[k]; ok != loaded {
 							t.Fatalf("LoadOrStore(%d) loaded=%v, model has=%v", k, loaded, ok)
 						}
@@ -56,7 +56,7 @@ func TestMatchesGoMap(t *testing.T) {
 						}
 						delete(model, k)
 					case 2:
-						if got := m.Load(h(k), k); got != model[k] {
+						if got := m.Load(h(k), &k); got != model[k] {
 							t.Fatalf("Load(%d) = %p, want %p", k, got, model[k])
 						}
 					}
@@ -91,12 +91,12 @@ func TestConcurrent(t *testing.T) {
 				wg.Go(func() {
 					for r := range rounds {
 						k := (w*7 + r) % keys
-						v, _ := m.LoadOrStore(h(k), k, func(v *int) { *v = k })
+						v, _ := m.LoadOrStore(h(k), &k, func(v *int) { *v = k })
 						if *v != k {
 							t.Errorf("key %d holds %d", k, *v)
 							return
 						}
-						if got := m.Load(h(k), k); got != nil && *got != k {
+						if got := m.Load(h(k), &k); got != nil && *got != k {
 							t.Errorf("Load(%d) = %d", k, *got)
 							return
 						}
@@ -123,12 +123,12 @@ func BenchmarkLoad(b *testing.B) {
 	m := New[int, int](goodHash)
 	const n = 1 << 16
 	for k := range n {
-		m.LoadOrStore(goodHash(k), k, nil)
+		m.LoadOrStore(goodHash(k), &k, nil)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		k := i & (n - 1)
-		if m.Load(goodHash(k), k) == nil {
+		if m.Load(goodHash(k), &k) == nil {
 			b.Fatal("missing")
 		}
 	}
@@ -137,7 +137,7 @@ func BenchmarkLoad(b *testing.B) {
 func TestKeyOf(t *testing.T) {
 	m := New[string, [3]int64](func(s string) uint64 { return maphash.String(seed, s) })
 	for _, k := range []string{"a", "bb", "", "ccc"} {
-		v, _ := m.LoadOrStore(maphash.String(seed, k), k, nil)
+		v, _ := m.LoadOrStore(maphash.String(seed, k), &k, nil)
 		if got := m.KeyOf(v); got != k {
 			t.Fatalf("KeyOf = %q, want %q", got, k)
 		}
