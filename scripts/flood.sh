@@ -24,13 +24,7 @@ pids+=($!)
 "$tmp/sluice" serve --http-addr 127.0.0.1:17081 --admin-addr "" --data-dir "$tmp/redis" --log-level warn \
 	--redis-url "redis://127.0.0.1:$redis_port/0" 2>"$tmp/redis.log" &
 pids+=($!)
-for port in 17080 17081; do
-	for _ in $(seq 100); do
-		curl -sf -o /dev/null -X POST "http://127.0.0.1:$port/v2/ratelimit.limit" -H 'Authorization: Bearer load' \
-			-H 'Content-Type: application/json' -d '{"namespace":"flood","identifier":"warm-up","limit":1,"duration":60000}' && break
-		sleep 0.1
-	done
-done
+ready http://127.0.0.1:17080 http://127.0.0.1:17081
 
 # commands prints the calls of every command in INFO commandstats except
 # INFO itself, one "name calls" per line.

@@ -28,36 +28,14 @@ pids+=($sluice_pid)
 "$tmp/ceiling" -addr 127.0.0.1:17071 2>/dev/null &
 ceiling_pid=$!
 pids+=($ceiling_pid)
-for port in 17070 17071; do
-	for _ in $(seq 100); do
-		curl -s -o /dev/null -X POST "http://127.0.0.1:$port/v2/ratelimit.limit" -H 'Authorization: Bearer load' -H 'Content-Type: application/json' -d '{"namespace":"load","identifier":"x","limit":1,"duration":60000}' && break
-		sleep 0.1
-	done
-done
-
-ticks=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
-# run NAME PID PORT SECONDS: one wrk run; appends "name req/s p99 cpu_us" to $tmp/results.
-run() {
-	local before after out reqs rps p99
-	before=$(cpu "$2")
-	out=$(wrk -t1 -c"$conns" -d"$4"s --latency -s tools/wrk/limit.lua "http://127.0.0.1:$3")
-	after=$(cpu "$2")
-	reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-	rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-	p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
-	awk -v n="$1" -v rps="$rps" -v p99="$p99" -v d=$((after - before)) -v t="$ticks" -v r="$reqs" \
-		'BEGIN {printf "%-8s %10.0f req/s  p99 %-8s  %6.1f µs CPU/request\n", n, rps, p99, d / t * 1e6 / r}'
-}
+ready http://127.0.0.1:17070 http://127.0.0.1:17071
 
 echo "wrk -t1 -c$conns -d${secs}s, $rounds interleaved rounds, tools/wrk/limit.lua (1,000 identifiers)${TRACE_RATIO:+, server tracing at $TRACE_RATIO}"
-run sluice $sluice_pid 17070 2 >/dev/null # warm-up
-run ceiling $ceiling_pid 17071 2 >/dev/null
+measure sluice $sluice_pid http://127.0.0.1:17070 2 >/dev/null # warm-up
+measure ceiling $ceiling_pid http://127.0.0.1:17071 2 >/dev/null
 for _ in $(seq "$rounds"); do
-	run sluice $sluice_pid 17070 "$secs" | tee -a "$tmp/results"
-	run ceiling $ceiling_pid 17071 "$secs" | tee -a "$tmp/results"
+	measure sluice $sluice_pid http://127.0.0.1:17070 "$secs" | tee -a "$tmp/results"
+	measure ceiling $ceiling_pid http://127.0.0.1:17071 "$secs" | tee -a "$tmp/results"
 done
-median() { grep "^$1 " "$tmp/results" | awk -v f="$2" '{print $f}' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 awk -v sr="$(median sluice 2)" -v cr="$(median ceiling 2)" -v sc="$(median sluice 6)" -v cc="$(median ceiling 6)" \
 	'BEGIN {printf "medians: sluice/ceiling req/s %.2fx, CPU/request %.2fx\n", sr / cr, sc / cc}'

@@ -25,37 +25,15 @@ pids+=($plain_pid)
 "$tmp/sluice" "${common[@]}" --http-addr 127.0.0.1:17443 --data-dir "$tmp/tls" --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" 2>"$tmp/tls.log" &
 tls_pid=$!
 pids+=($tls_pid)
-for url in http://127.0.0.1:17080 https://127.0.0.1:17443; do
-	for _ in $(seq 100); do
-		curl -sk -o /dev/null -X POST "$url/v2/ratelimit.limit" -H 'Authorization: Bearer load' -H 'Content-Type: application/json' -d '{"namespace":"load","identifier":"x","limit":1,"duration":60000}' && break
-		sleep 0.1
-	done
-done
+ready http://127.0.0.1:17080 https://127.0.0.1:17443
 echo "TLS: $(openssl s_client -connect 127.0.0.1:17443 -brief </dev/null 2>&1 | grep -E 'Protocol version|Ciphersuite' | tr '\n' ' ')"
 
-ticks=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
-# run NAME PID URL SECONDS: one wrk run; appends "name req/s p99 cpu_us" to $tmp/results.
-run() {
-	local before after out reqs rps p99
-	before=$(cpu "$2")
-	out=$(wrk -t1 -c"$conns" -d"$4"s --latency -s tools/wrk/limit.lua "$3")
-	after=$(cpu "$2")
-	reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-	rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-	p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
-	awk -v n="$1" -v rps="$rps" -v p99="$p99" -v d=$((after - before)) -v t="$ticks" -v r="$reqs" \
-		'BEGIN {printf "%-6s %10.0f req/s  p99 %-8s  %6.1f µs CPU/request\n", n, rps, p99, d / t * 1e6 / r}'
-}
-
 echo "wrk -t1 -c$conns -d${secs}s, keep-alive, $rounds interleaved rounds, tools/wrk/limit.lua (1,000 identifiers)"
-run plain $plain_pid http://127.0.0.1:17080 2 >/dev/null # warm-up
-run tls $tls_pid https://127.0.0.1:17443 2 >/dev/null
+measure plain $plain_pid http://127.0.0.1:17080 2 >/dev/null # warm-up
+measure tls $tls_pid https://127.0.0.1:17443 2 >/dev/null
 for _ in $(seq "$rounds"); do
-	run plain $plain_pid http://127.0.0.1:17080 "$secs" | tee -a "$tmp/results"
-	run tls $tls_pid https://127.0.0.1:17443 "$secs" | tee -a "$tmp/results"
+	measure plain $plain_pid http://127.0.0.1:17080 "$secs" | tee -a "$tmp/results"
+	measure tls $tls_pid https://127.0.0.1:17443 "$secs" | tee -a "$tmp/results"
 done
-median() { grep "^$1 " "$tmp/results" | awk -v f="$2" '{print $f}' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 awk -v pr="$(median plain 2)" -v tr="$(median tls 2)" -v pc="$(median plain 6)" -v tc="$(median tls 6)" \
 	'BEGIN {printf "medians: tls/plain req/s %.2fx, CPU/request %.2fx (%.1f -> %.1f µs)\n", tr / pr, tc / pc, pc, tc}'
