@@ -132,8 +132,9 @@ type Origin struct {
 	merger    atomic.Pointer[Merger]
 	broadcast atomic.Pointer[func(exceed)]
 
-	seen   *seen
-	parked *parking
+	seen    *seen
+	parked  *parking
+	replays *replays // nonces of the peer calls taken
 
 	rehomeMu sync.Mutex // serialises Rehome
 	homed    routing    // the routing of the last hand-over, under rehomeMu
@@ -161,6 +162,7 @@ func New(cfg Config) (*Origin, error) {
 		key:     rpcKey(cfg.Secret),
 		store:   memory.New(cfg.Clock),
 		seen:    newSeen(cfg.Clock),
+		replays: newReplays(),
 		parked:  &parking{cells: map[origin.Cell]int64{}},
 		changed: make(chan struct{}, 1),
 		ctx:     ctx,

@@ -223,24 +223,29 @@ func TestOwnIdentitiesNeedNoRPC(t *testing.T) {
 
 // TestRPCAuthentication checks that the peer RPC answers only calls signed
 // with the cluster secret: not a bearer token, not another secret, not a
-// replayed signature on another body.
+// signature moved to another body or nonce, not a stale call, and not a
+// signed call taken once already (a replay).
 func TestRPCAuthentication(t *testing.T) {
 	nodes := newTestCluster(t, 1, "right")
 	url := nodes[0].srv.URL + RPCPath + string(KindLoad)
 	body := `{"k":{"w":"ws","n":"ns","i":"x","d":60000},"s":3}`
 	now := time.Now().UnixMilli()
-	ts := fmt.Sprint(now)
-	good := ts + "." + fmt.Sprintf("%x", sign(rpcKey("right"), KindLoad, ts, []byte(body)))
-	old := fmt.Sprint(now - 2*maxSkew.Milliseconds())
+	header := func(secret string, ts int64) string { return authValue(rpcKey(secret), KindLoad, ts, []byte(body)) }
+	replayed := header("right", now)
+	parts := strings.Split(replayed, ".")
 	for _, tc := range []struct {
 		name, header, body string
 		want               int
 	}{
-		{"signed", good, body, http.StatusOK},
+		{"signed", header("right", now), body, http.StatusOK},
+		{"signed, taken first", replayed, body, http.StatusOK},
+		{"the same call again", replayed, body, http.StatusUnauthorized},
 		{"no signature", "", body, http.StatusUnauthorized},
-		{"other secret", ts + "." + fmt.Sprintf("%x", sign(rpcKey("wrong"), KindLoad, ts, []byte(body))), body, http.StatusUnauthorized},
-		{"other body", good, strings.Replace(body, `"x"`, `"y"`, 1), http.StatusUnauthorized},
-		{"stale", old + "." + fmt.Sprintf("%x", sign(rpcKey("right"), KindLoad, old, []byte(body))), body, http.StatusUnauthorized},
+		{"no nonce", parts[0] + "." + parts[2], body, http.StatusUnauthorized},
+		{"another nonce", parts[0] + ".00000000000000ff." + parts[2], body, http.StatusUnauthorized},
+		{"other secret", header("wrong", now), body, http.StatusUnauthorized},
+		{"other body", header("right", now), strings.Replace(body, `"x"`, `"y"`, 1), http.StatusUnauthorized},
+		{"stale", header("right", now-2*maxSkew.Milliseconds()), body, http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(tc.body))
@@ -257,6 +262,27 @@ func TestRPCAuthentication(t *testing.T) {
 				t.Errorf("status %d, want %d", res.StatusCode, tc.want)
 			}
 		})
+	}
+}
+
+// TestReplaysForgetStaleBuckets checks that a nonce is refused a second time
+// while its timestamp is accepted, and that the buckets of timestamps no
+// longer accepted are dropped as new ones open.
+func TestReplaysForgetStaleBuckets(t *testing.T) {
+	r := newReplays()
+	const t0 = 1_800_000_000_000
+	if !r.claim(t0, "a", t0) || r.claim(t0, "a", t0+maxSkew.Milliseconds()) {
+		t.Fatal("a nonce must be taken once within the accepted window")
+	}
+	if !r.claim(t0, "b", t0) {
+		t.Fatal("another nonce with the same timestamp must be taken")
+	}
+	later := t0 + 3*maxSkew.Milliseconds()
+	if !r.claim(later, "c", later) {
+		t.Fatal("a new call must be taken")
+	}
+	if n := len(r.buckets); n != 1 {
+		t.Errorf("%d buckets after the first went stale, want 1", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,7 +27,9 @@ import (
 // is a POST of JSON to RPCPath+kind.
 const RPCPath = "/sluice.cluster.v1/"
 
-// authHeader carries "<unix ms>.<hex HMAC-SHA256>" of a call.
+// authHeader carries "<unix ms>.<nonce>.<hex HMAC-SHA256>" of a call: the
+// nonce, 16 random hex digits, makes each call unique, so that a receiver
+// takes a signed call once (see replays).
 const authHeader = "Sluice-Cluster-Auth"
 
 // maxSkew is how far a call's timestamp may be from the receiver's clock.
@@ -43,15 +46,25 @@ func rpcKey(secret string) []byte {
 	return sum[:]
 }
 
-// sign returns the MAC of a call of kind at ts (unix ms) with body.
-func sign(key []byte, kind Kind, ts string, body []byte) []byte {
+// sign returns the MAC of a call of kind at ts (unix ms) with nonce and
+// body.
+func sign(key []byte, kind Kind, ts, nonce string, body []byte) []byte {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte(kind))
-	m.Write([]byte{'\n'})
-	m.Write([]byte(ts))
-	m.Write([]byte{'\n'})
+	for _, part := range []string{string(kind), ts, nonce} {
+		m.Write([]byte(part))
+		m.Write([]byte{'\n'})
+	}
 	m.Write(body)
 	return m.Sum(nil)
+}
+
+// authValue returns the authHeader value of a call of kind with body at ts
+// (unix ms), with a fresh nonce.
+func authValue(key []byte, kind Kind, ts int64, body []byte) string {
+	var n [8]byte
+	_, _ = rand.Read(n[:]) // crypto/rand.Read never fails
+	nonce, at := hex.EncodeToString(n[:]), strconv.FormatInt(ts, 10)
+	return at + "." + nonce + "." + hex.EncodeToString(sign(key, kind, at, nonce, body))
 }
 
 // peer is another member and the breaker of the calls to it.
@@ -117,9 +130,8 @@ func (o *Origin) post(ctx context.Context, p *peer, kind Kind, body []byte, repl
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	ts := strconv.FormatInt(o.cfg.Clock().UnixMilli(), 10)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(authHeader, ts+"."+hex.EncodeToString(sign(o.key, kind, ts, body)))
+	req.Header.Set(authHeader, authValue(o.key, kind, o.cfg.Clock().UnixMilli(), body))
 	res, err := o.cfg.Client.Do(req)
 	if err != nil {
 		return err
@@ -204,22 +216,28 @@ func (o *Origin) serveRPC(w http.ResponseWriter, r *http.Request) {
 // errAuth is the answer to a call without a valid MAC.
 var errAuth = errors.New("cluster: peer call not authenticated")
 
-// verify checks the MAC and the timestamp of a call.
+// verify checks the timestamp and the MAC of a call, then that its nonce
+// was not taken before.
 func (o *Origin) verify(kind Kind, header string, body []byte) error {
-	ts, mac, ok := strings.Cut(header, ".")
-	if !ok {
+	parts := strings.Split(header, ".")
+	if len(parts) != 3 || len(parts[1]) != 16 {
 		return errAuth
 	}
+	ts, nonce, mac := parts[0], parts[1], parts[2]
 	at, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return errAuth
 	}
-	if skew := o.cfg.Clock().Sub(time.UnixMilli(at)); skew > maxSkew || skew < -maxSkew {
+	now := o.cfg.Clock()
+	if skew := now.Sub(time.UnixMilli(at)); skew > maxSkew || skew < -maxSkew {
 		return fmt.Errorf("%w: timestamp %v away", errAuth, skew.Round(time.Second))
 	}
 	got, err := hex.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, sign(o.key, kind, ts, body)) {
+	if err != nil || !hmac.Equal(got, sign(o.key, kind, ts, nonce, body)) {
 		return errAuth
+	}
+	if !o.replays.claim(at, nonce, now.UnixMilli()) {
+		return fmt.Errorf("%w: a replayed call", errAuth)
 	}
 	return nil
 }
