@@ -70,7 +70,6 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 		limit     = 50
 		d         = 5 * time.Second
 		windows   = 3
-		workers   = 48
 		tolerance = 0.01
 	)
 	url := "redis://" + testenv.RedisAddr(t) + "/0"
@@ -79,71 +78,25 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = start(t, nil, "--redis-url", url, "--root-key", "rk:"+ws)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
 
-	// The schedule: each identifier gets 10 × limit requests per window,
-	// evenly spaced, at its own phase; the node of each request is random.
-	type job struct {
-		id, node int
-		due      time.Time
-	}
-	gap := d / (10 * limit)
-	run := windows * d
-	// The load starts on a cell boundary. Started mid-cell, the first cell's
-	// burst and the next cell's admissions can share one window-long span
-	// up to 1.5 × the limit even in the reference model: the sliding window
+	// Each identifier gets 10 × limit requests per window, evenly spaced,
+	// at its own phase; the node of each request is random. The load
+	// starts on a cell boundary. Started mid-cell, the first cell's burst
+	// and the next cell's admissions can share one window-long span up to
+	// 1.5 × the limit even in the reference model: the sliding window
 	// weighs the previous cell as if its requests were spread evenly.
+	run := windows * d
 	ms := d.Milliseconds()
 	begin := time.UnixMilli((time.Now().Add(200*time.Millisecond).UnixMilli()/ms + 1) * ms)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var schedule []job
-	for id := range ids {
-		phase := time.Duration(rng.Int64N(int64(gap)))
-		for at := phase; at < run; at += gap {
-			schedule = append(schedule, job{id: id, node: rng.IntN(len(nodes)), due: begin.Add(at)})
-		}
+	out := spreadLoad(func(time.Time) []*node { return nodes }, "accuracy", 1, ids, limit, d, begin, run)
+	if len(out.failures) > 0 {
+		t.Fatalf("%d requests failed; first: %s", len(out.failures), out.failures[0])
 	}
-	slices.SortFunc(schedule, func(a, b job) int { return a.due.Compare(b.due) })
-
-	jobs := make(chan job, 1024)
-	results := make([]sent, 0, len(schedule))
-	var (
-		mu       sync.Mutex
-		failures []string
-		late     time.Duration // the most a request started after its due time
-		pool     sync.WaitGroup
-	)
-	for range workers {
-		pool.Go(func() {
-			for j := range jobs {
-				lag := time.Since(j.due)
-				before := time.Now()
-				passed, err := limitOverHTTP(hc, nodes[j.node].URL, "accuracy", "user-"+strconv.Itoa(j.id), limit, d)
-				after := time.Now()
-				mu.Lock()
-				late = max(late, lag)
-				if err != nil {
-					failures = append(failures, err.Error())
-				} else {
-					results = append(results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed})
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, j := range schedule {
-		time.Sleep(time.Until(j.due))
-		jobs <- j
-	}
-	close(jobs)
-	pool.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d of %d requests failed; first: %s", len(failures), len(schedule), failures[0])
-	}
+	results, late := out.results, out.late
 
 	// The reference on the merged stream, in time order.
-	slices.SortStableFunc(results, func(a, b sent) int { return int(a.at - b.at) })
 	model := newSlidingModel(limit, d)
 	var engine, reference int
 	admittedAt := make([][]int64, ids)
@@ -243,4 +196,72 @@ func originCalls(t *testing.T, hc *http.Client, url string, calls map[string]flo
 			calls["replay"] += n
 		}
 	}
+}
+
+// loadResult is what a spreadLoad sent: the answers in time order, the
+// requests that failed, and the most a request started behind schedule.
+type loadResult struct {
+	results  []sent
+	failures []string
+	late     time.Duration
+}
+
+// spreadLoad sends each of ids identifiers (namespace ns) 10 × limit
+// requests per window d, evenly spaced from begin for run at a phase of its
+// own, each to a node picked at random among those nodes returns for the
+// request's due time; seed drives the phases and the picks. 48 workers send
+// them.
+func spreadLoad(nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+	const workers = 48
+	type job struct {
+		id  int
+		n   *node
+		due time.Time
+	}
+	gap := d / time.Duration(10*limit)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var schedule []job
+	for id := range ids {
+		phase := time.Duration(rng.Int64N(int64(gap)))
+		for at := phase; at < run; at += gap {
+			due := begin.Add(at)
+			live := nodes(due)
+			schedule = append(schedule, job{id: id, n: live[rng.IntN(len(live))], due: due})
+		}
+	}
+	slices.SortFunc(schedule, func(a, b job) int { return a.due.Compare(b.due) })
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	defer hc.CloseIdleConnections()
+	var (
+		mu   sync.Mutex
+		out  loadResult
+		pool sync.WaitGroup
+	)
+	jobs := make(chan job, 1024)
+	for range workers {
+		pool.Go(func() {
+			for j := range jobs {
+				lag := time.Since(j.due)
+				before := time.Now()
+				passed, err := limitOverHTTP(hc, j.n.URL, ns, "user-"+strconv.Itoa(j.id), limit, d)
+				after := time.Now()
+				mu.Lock()
+				out.late = max(out.late, lag)
+				if err != nil {
+					out.failures = append(out.failures, j.n.URL+": "+err.Error())
+				} else {
+					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, j := range schedule {
+		time.Sleep(time.Until(j.due))
+		jobs <- j
+	}
+	close(jobs)
+	pool.Wait()
+	slices.SortStableFunc(out.results, func(a, b sent) int { return int(a.at - b.at) })
+	return out
 }

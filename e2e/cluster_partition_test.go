@@ -188,7 +188,7 @@ func TestClusterPartition(t *testing.T) {
 		heal()
 		healed <- timeToAgree(nodes, 3, 20*time.Second)
 	}()
-	out := clusterLoad(func(time.Time) []*clusterNode { return nodes }, ws, ids, limit, d, begin, cells*d)
+	out := clusterLoad(func(time.Time) []*clusterNode { return nodes }, ids, limit, d, begin, cells*d)
 	took := <-healed
 	if len(out.failures) > 0 {
 		t.Errorf("%d requests failed; first: %s", len(out.failures), out.failures[0])

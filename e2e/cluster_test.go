@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -180,68 +179,16 @@ func metricValue(t *testing.T, n *clusterNode, name string, labels []string) flo
 }
 
 // loadResult is what a load run measured.
-type loadResult struct {
-	results  []sent
-	failures []string
-	late     time.Duration
-}
-
-// clusterLoad sends each of ids identifiers 10 × limit requests per window
-// d, evenly spaced from begin for run, each to a node that pick returns for
-// the request's due time (nil: none, the request is skipped).
-func clusterLoad(nodes func(due time.Time) []*clusterNode, ws string, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
-	const workers = 48
-	type job struct {
-		id  int
-		n   *clusterNode
-		due time.Time
-	}
-	gap := d / time.Duration(10*limit)
-	rng := rand.New(rand.NewPCG(3, 4))
-	var schedule []job
-	for id := range ids {
-		phase := time.Duration(rng.Int64N(int64(gap)))
-		for at := phase; at < run; at += gap {
-			due := begin.Add(at)
-			live := nodes(due)
-			schedule = append(schedule, job{id: id, n: live[rng.IntN(len(live))], due: due})
+// clusterLoad is spreadLoad on cluster nodes, in namespace "cluster".
+func clusterLoad(nodes func(due time.Time) []*clusterNode, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+	return spreadLoad(func(due time.Time) []*node {
+		live := nodes(due)
+		out := make([]*node, len(live))
+		for i, n := range live {
+			out[i] = n.node
 		}
-	}
-	slices.SortFunc(schedule, func(a, b job) int { return a.due.Compare(b.due) })
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	defer hc.CloseIdleConnections()
-	var (
-		mu   sync.Mutex
-		out  loadResult
-		pool sync.WaitGroup
-	)
-	jobs := make(chan job, 1024)
-	for range workers {
-		pool.Go(func() {
-			for j := range jobs {
-				lag := time.Since(j.due)
-				before := time.Now()
-				passed, err := limitOverHTTP(hc, j.n.URL, "cluster", "user-"+strconv.Itoa(j.id), limit, d)
-				after := time.Now()
-				mu.Lock()
-				out.late = max(out.late, lag)
-				if err != nil {
-					out.failures = append(out.failures, j.n.gossip+": "+err.Error())
-				} else {
-					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed})
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, j := range schedule {
-		time.Sleep(time.Until(j.due))
-		jobs <- j
-	}
-	close(jobs)
-	pool.Wait()
-	slices.SortStableFunc(out.results, func(a, b sent) int { return int(a.at - b.at) })
-	return out
+		return out
+	}, "cluster", 3, ids, limit, d, begin, run)
 }
 
 // compare runs the reference model on the merged stream and returns the
@@ -310,7 +257,7 @@ func TestClusterAccuracy(t *testing.T) {
 			ws := fmt.Sprintf("e2e-cluster-%d", time.Now().UnixNano())
 			nodes := startCluster(t, tc.nodes, ws)
 			begin := nextCell(d)
-			out := clusterLoad(func(time.Time) []*clusterNode { return nodes }, ws, ids, limit, d, begin, windows*d)
+			out := clusterLoad(func(time.Time) []*clusterNode { return nodes }, ids, limit, d, begin, windows*d)
 			if len(out.failures) > 0 {
 				t.Fatalf("%d requests failed; first: %s", len(out.failures), out.failures[0])
 			}
@@ -419,7 +366,7 @@ func TestClusterKillNode(t *testing.T) {
 			return nodes
 		}
 		return survivors
-	}, ws, ids, limit, d, begin, cells*d)
+	}, ids, limit, d, begin, cells*d)
 	<-convergedDone
 	var onSurvivors []string
 	for _, f := range out.failures {
@@ -607,7 +554,7 @@ func TestClusterHungNode(t *testing.T) {
 			return others
 		}
 		return nodes
-	}, ws, ids, limit, d, begin, cells*d)
+	}, ids, limit, d, begin, cells*d)
 	took := <-healed
 	if len(out.failures) > 0 {
 		t.Errorf("%d requests failed; first: %s", len(out.failures), out.failures[0])
