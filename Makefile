@@ -4,7 +4,7 @@ GO      ?= go
 LINT    ?= golangci-lint
 PKGS    ?= ./...
 
-.PHONY: test services unit bench lint run accuracy
+.PHONY: test services unit bench lint run accuracy chaos
 
 # Packages run one at a time (-p 1): several hold real-time load tests
 # (accuracy against the reference model over real processes) that would
@@ -33,3 +33,11 @@ run:
 # scenario) by simulation; copy its summary table into docs/accuracy.md.
 accuracy:
 	$(GO) run ./cmd/sluice sim --all --out docs/accuracy
+
+# chaos runs the long form of the chaos test (e2e/chaos_test.go): five
+# minutes of load on two regions of real servers while Redis is killed,
+# frozen, slowed and reset, MariaDB cut, nodes restarted and clients
+# cancel. SLUICE_CHAOS_SEED=<n> repeats a run (the seed is logged).
+CHAOS_DURATION ?= 5m
+chaos: services
+	SLUICE_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -run '^TestChaos$$' -v -timeout 30m ./e2e

@@ -24,9 +24,6 @@ import (
 // If any request is invalid, RatelimitMany returns an error wrapping
 // [ErrInvalidRequest] that names its index, and decides nothing.
 func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, error) {
-	if l.closed.Load() {
-		return nil, ErrClosed
-	}
 	if len(rs) == 1 {
 		// All-or-nothing of one is Ratelimit: same answer, and in strict
 		// mode or near the limit the origin decides it atomically.
@@ -41,19 +38,25 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		if err := resolve(&qs[i], &rs[i], l.nowMilli); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
+		qs[i].hash = l.cells.keyHash(&qs[i].cell.Key)
 	}
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	w := waits{parent: ctx, timeout: l.cfg.OriginTimeout}
+	defer w.release()
 
 	out := make([]Response, len(qs))
 	curs := make([]*cell, len(qs))
 	passed := true
 	for i := range qs {
 		q := &qs[i]
-		cur, prev := l.cellsFor(ctx, q)
+		cur, prev := l.cellsFor(&w, q)
 		if l.atOrigin(q, cur, prev) {
 			// The batch is decided locally, all-or-nothing; in strict mode
 			// or near the limit it first reads the origin, once for
 			// concurrent callers.
-			l.sharedRead(ctx, q, ReadStrict, cur)
+			l.sharedRead(w.ctx(), q, ReadStrict, cur)
 			pk := q.previous()
 			prev = l.cells.load(q.hash, &pk)
 		}
@@ -63,25 +66,8 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		passed = passed && o.Success
 	}
 
-	// Commit or roll back what passed, under each cell's lock so that a
-	// merge sees the cost either speculative or pending, never both or
-	// neither.
-	for i, q := range qs {
-		if !out[i].Success || q.cost == 0 {
-			continue
-		}
-		c := curs[i]
-		c.lock()
-		c.speculative.Add(-q.cost)
-		if passed && l.replay != nil {
-			c.pending.Add(q.cost)
-		} else if !passed {
-			c.regional.Add(-q.cost)
-		}
-		c.unlock()
-		if passed && l.replay != nil {
-			l.replay.mark(c)
-		}
+	if !l.commit(qs, curs, out, passed) {
+		return nil, ErrClosed
 	}
 	if passed {
 		return out, nil
@@ -96,4 +82,38 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		out[i].Current, out[i].Remaining = o.Current, o.Remaining
 	}
 	return out, nil
+}
+
+// commit commits (passed) or rolls back the speculative increments of the
+// requests of a batch that passed, under each cell's lock so that a merge
+// sees a cost either speculative or admitted, never both or neither. If
+// Close started meanwhile, a committed batch is taken back whole and commit
+// reports false (see accepted).
+func (l *Limiter) commit(qs []resolved, curs []*cell, out []Response, passed bool) bool {
+	for i, q := range qs {
+		if !out[i].Success || q.cost == 0 {
+			continue
+		}
+		c := curs[i]
+		c.lock()
+		c.speculative.Add(-q.cost)
+		if passed && l.replay != nil {
+			c.admitted.Add(q.cost)
+		} else if !passed {
+			c.regional.Add(-q.cost)
+		}
+		c.unlock()
+		if passed && l.replay != nil {
+			l.replay.mark(c)
+		}
+	}
+	if !passed || l.replay == nil || !l.closed.Load() {
+		return true
+	}
+	for i, q := range qs {
+		if out[i].Success && q.cost > 0 {
+			curs[i].takeBack(q.cost)
+		}
+	}
+	return false
 }

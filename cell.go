@@ -3,10 +3,12 @@ package sluice
 import (
 	"hash/maphash"
 	"math/bits"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/hashtrie"
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -25,8 +27,18 @@ type cell struct {
 	speculative atomic.Int64
 	// imported is the count of the other regions, set by the global layer.
 	imported atomic.Int64
-	// pending is the committed local increments not yet replayed to the origin.
-	pending atomic.Int64
+	// admitted is this cell's count as a writer at the origin
+	// (origin.Delta): every increment this limiter committed on the cell,
+	// locally or through an origin decision. It only grows; a write sends
+	// it whole.
+	admitted atomic.Int64
+	// acked is the highest admitted the origin has confirmed holding. While
+	// it is below admitted, the cell is replayed.
+	acked atomic.Int64
+	// writer is this cell's writer at the origin, drawn at random when the
+	// cell is created: a cell created again after an eviction is a new
+	// writer, so its count starts from zero without undoing the old one's.
+	writer origin.Writer
 	// strictUntil is the Unix ms until which a denial in this cell keeps its
 	// counter in strict mode.
 	strictUntil atomic.Int64
@@ -39,8 +51,11 @@ type cell struct {
 	// limit is the limit of the latest request on the cell, kept only with
 	// a global layer: its publication rule depends on it.
 	limit atomic.Int64
-	// flags holds flagDirty, flagRefreshing and flagLocked.
+	// flags holds the flag bits below.
 	flags atomic.Uint32
+	// failures counts the consecutive replays this cell failed on its own
+	// (the origin refused the cell, not the call). Owned by the replayer.
+	failures int32
 	// next links the cell in the replay queue while it is dirty.
 	next *cell
 }
@@ -52,6 +67,11 @@ const (
 	flagDenialSeen                    // a denial of this cell was sent to, or received from, the global layer
 	flagTouched                       // used since the last eviction pass looked at it (CLOCK)
 	flagFresh                         // created and not used since: its first use does not count
+	flagDeciding                      // an origin decision with this cell's count is in flight
+	flagWriting                       // a replay of this cell is in flight
+	flagInDoubt                       // a write of this cell failed: the origin may or may not hold it
+	flagRecent                        // used since the last sweep
+	flagUnsure     = flagDeciding | flagWriting | flagInDoubt
 )
 
 // setFlag sets f and reports whether this call set it.
@@ -64,11 +84,49 @@ func (c *cell) clearFlag(f uint32) {
 }
 
 // busy reports whether evicting the cell at now would lose more than a
-// cached count: it is in strict mode, or holds increments not replayed yet,
-// or a batch's speculative increment.
+// cached count: it is in strict mode, or holds increments the origin has
+// not confirmed yet, or a batch's speculative increment.
 func (c *cell) busy(now int64) bool {
-	return c.strictUntil.Load() > now || c.pending.Load() != 0 || c.speculative.Load() != 0 ||
-		c.flags.Load()&flagDirty != 0
+	return c.strictUntil.Load() > now || c.speculative.Load() != 0 || c.unconfirmed() != 0 ||
+		c.flags.Load()&(flagDirty|flagUnsure) != 0
+}
+
+// unconfirmed returns the increments the origin has not confirmed yet.
+func (c *cell) unconfirmed() int64 {
+	return max(0, c.admitted.Load()-c.acked.Load())
+}
+
+// takeBack withdraws a committed increment of cost, from the count and
+// from the writer's count together, under the cell's lock: a decision that
+// raced Close answers ErrClosed instead of admitting.
+func (c *cell) takeBack(cost int64) {
+	c.lock()
+	defer c.unlock()
+	c.regional.Add(-cost)
+	c.admitted.Add(-cost)
+}
+
+// confirm records that the origin holds at least n of this writer.
+func (c *cell) confirm(n int64) { raise(&c.acked, n) }
+
+// settled clears the doubt over earlier writes once the origin confirmed
+// a count of n: every earlier write carried less, so the origin holds n
+// whether or not they landed. If the cell admitted more since, the doubt
+// stays until a write carries that too (the local view lags meanwhile).
+func (c *cell) settled(n int64) {
+	if n >= c.admitted.Load() {
+		c.clearFlag(flagInDoubt)
+	}
+}
+
+// raise raises v to n if that is higher.
+func raise(v *atomic.Int64, n int64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // lock takes the cell's lock, a bit of flags: it is held for a few atomic
@@ -102,14 +160,7 @@ func (c *cell) committed() int64 {
 }
 
 // raiseImported raises the other regions' count to n if that is higher.
-func (c *cell) raiseImported(n int64) {
-	for {
-		old := c.imported.Load()
-		if n <= old || c.imported.CompareAndSwap(old, n) {
-			return
-		}
-	}
-}
+func (c *cell) raiseImported(n int64) { raise(&c.imported, n) }
 
 // floor raises the committed count to n, a count of this region that the
 // global layer holds (published by this or another node of the region).
@@ -118,19 +169,20 @@ func (c *cell) floor(n int64) {
 	defer c.unlock()
 	for {
 		local := c.regional.Load()
-		want := n + c.speculative.Load()
+		want := window.Add(n, c.speculative.Load())
 		if want <= local || c.regional.CompareAndSwap(local, want) {
 			return
 		}
 	}
 }
 
-// count returns the cell's usage: regional plus imported.
+// count returns the cell's usage: regional plus imported, saturated at
+// math.MaxInt64 (imported counts come from other regions and may be huge).
 func (c *cell) count() int64 {
 	if c == nil {
 		return 0
 	}
-	return c.regional.Load() + c.imported.Load()
+	return window.Add(c.regional.Load(), c.imported.Load())
 }
 
 // strict returns the strict-mode deadline left by a denial in this cell.
@@ -144,21 +196,35 @@ func (c *cell) strict() int64 {
 	return c.strictUntil.Load()
 }
 
-// merge raises the regional count to an origin total, keeping the local
-// increments the origin has not seen yet (pending and speculative). Counts
-// only grow: a lower total changes nothing. It holds the cell's lock, so it
-// never sees a speculative increment in one of regional and speculative but
-// not yet in the other.
-func (c *cell) merge(total int64) {
+// merge raises the regional count to an origin total that is known to hold
+// included of this cell's count as a writer, keeping the local increments
+// the total does not hold (admitted beyond included, and speculative).
+// Counts only grow: a lower total changes nothing. It holds the cell's
+// lock, so it never sees a speculative increment in one of regional and
+// speculative but not yet in the other.
+func (c *cell) merge(total, included int64) {
 	c.lock()
 	defer c.unlock()
+	unseen := max(0, c.admitted.Load()-included)
 	for {
 		local := c.regional.Load()
-		want := total + c.pending.Load() + c.speculative.Load()
+		want := window.Add(total, unseen+c.speculative.Load())
 		if want <= local || c.regional.CompareAndSwap(local, want) {
 			return
 		}
 	}
+}
+
+// mergeRead merges a total read from the origin (a load or a broadcast),
+// which holds what the origin confirmed of this writer; while a write of
+// the cell is in flight or in doubt, it may hold more, so nothing is
+// added to it then: the local view lags rather than count a write twice.
+func (c *cell) mergeRead(total int64) {
+	included := c.acked.Load()
+	if c.flags.Load()&flagUnsure != 0 {
+		included = c.admitted.Load()
+	}
+	c.merge(total, included)
 }
 
 // raiseStrict moves the strict-mode deadline to until if that is later.
@@ -171,16 +237,19 @@ func (c *cell) raiseStrict(until int64) {
 	}
 }
 
-// touch marks the cell as used, for the eviction pass. The use that follows
-// its creation does not count, so identities seen once go before those in
-// use. It writes only when the mark is not set, so a hot cell costs one load.
+// touch marks the cell as used, for the eviction pass (flagTouched) and the
+// sweep (flagRecent). For eviction, the use that follows its creation does
+// not count, so identities seen once go before those in use. It writes only
+// when a mark is not set, so a hot cell costs one load.
 func (c *cell) touch() {
-	if f := c.flags.Load(); f&flagTouched == 0 {
+	const used = flagTouched | flagRecent
+	if f := c.flags.Load(); f&used != used {
 		if f&flagFresh != 0 {
 			c.flags.And(^flagFresh)
+			c.flags.Or(flagRecent)
 			return
 		}
-		c.flags.Or(flagTouched)
+		c.flags.Or(used)
 	}
 }
 
@@ -248,6 +317,7 @@ func (t *cellTable) loadOrCreate(h uint64, c *origin.Cell, synced int64) *cell {
 	v, loaded := t.m.LoadOrStore(cellHash(h, c.Sequence), c, func(v *cell) {
 		v.syncedAt.Store(synced)
 		v.flags.Store(flagFresh)
+		v.writer = origin.Writer(rand.Uint64())
 	})
 	if !loaded && t.live.Add(1) > t.max {
 		select {

@@ -110,31 +110,41 @@ type Config struct {
 
 	// ReplayTicks, if set, replaces the ReplayInterval timer: the replay
 	// loop runs one round per value received, and never on its own. A
-	// simulation in virtual time drives replay with it, or with Flush. An
-	// origin decision then does not wait for a replay of its cell in
-	// flight (only the driver can let it return): it counts its increments
-	// at once, twice if the replay has already landed.
+	// simulation in virtual time drives replay with it, or with Flush.
 	ReplayTicks <-chan time.Time
 
 	// ReplayTimeout bounds one replay call to the origin. A failed replay
-	// keeps its increments and retries with backoff. Default 1s.
+	// is sent again with backoff; a write carries the cell's whole count,
+	// so one that landed is not counted twice. Default 1s.
 	ReplayTimeout time.Duration
 
 	// JanitorInterval is the period of the sweep that evicts cells older
 	// than the previous window. Default 10s.
 	JanitorInterval time.Duration
 
-	// FlushTimeout bounds the final replay in Close. Default 5s.
+	// FlushTimeout bounds the final replay in Close, every call of it
+	// together. Default 5s.
 	FlushTimeout time.Duration
 
 	// MaxCounters caps the window cells held in memory (a counter holds one
-	// cell per active window, two across a rollover): past it, the least
-	// recently used cells are evicted at once, down to 90% of the cap,
+	// cell per active window, two across a rollover): past it, cells are
+	// evicted at once, down to 90% of the cap, from the tenants over their
+	// share (see MaxCountersPerWorkspace), least recently used first,
 	// sparing cells in strict mode or with increments not replayed yet
 	// while others can go. An evicted counter is read again from the origin
 	// on its next decision (without an origin, it starts again from zero).
-	// Default 5,000,000 (about 1 GB of heap).
+	// Default 5,000,000 (about 1.1 GB of heap).
 	MaxCounters int
+
+	// MaxCountersPerWorkspace, if set, caps the cells one tenant (a
+	// workspace) may hold: past it, its own least recently used cells are
+	// evicted at the next janitor pass, whatever the others hold. Unset,
+	// a tenant's share is MaxCounters divided by the tenants holding
+	// cells. Either way, when the table is full, cells are evicted only
+	// from tenants over their share, the largest first: a tenant within
+	// its share never loses a counter to another tenant's traffic.
+	// Default 0 (the fair share).
+	MaxCountersPerWorkspace int
 
 	// Global is the store through which regions converge (global/mysql,
 	// global/memory, or your own). Nil means one region: no global layer.
@@ -259,6 +269,7 @@ func (c Config) Validate() error {
 		{"JanitorInterval", c.JanitorInterval < 0},
 		{"FlushTimeout", c.FlushTimeout < 0},
 		{"MaxCounters", c.MaxCounters < 0},
+		{"MaxCountersPerWorkspace", c.MaxCountersPerWorkspace < 0},
 		{"GlobalInterval", c.GlobalInterval < 0},
 		{"GlobalTimeout", c.GlobalTimeout < 0},
 		{"DenialMinWindow", c.DenialMinWindow < 0},

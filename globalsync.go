@@ -335,21 +335,30 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 	g.pendingDenials = nil
 }
 
-// syncDenials applies the denial rows written since the last sync to their
-// exact cells: the cell's imported count rises until its usage reaches the
-// row's (the originator's usage, or its limit for a row without one), so
-// the cell denies what the originator denied, and after the rollover weighs
-// as the previous cell.
+// syncDenials applies the denial rows other regions wrote since the last
+// sync to their exact cells: the cell's imported count rises until its usage
+// reaches the row's (the originator's usage, or its limit for a row without
+// one), so the cell denies what the originator denied, and after the
+// rollover weighs as the previous cell.
 // Received cells are marked as emitted, so they are never sent back.
+//
+// Rows of this region are never applied, even from a store that returns
+// them: the usage they carry is this region's own count, which every node
+// of the region already holds as regional (through the origin, and the
+// pulled Own floor); imported too, it would count twice and the node would
+// deny the rest of the window.
 func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
-	ds, next, err := l.cfg.Global.Denials(ctx, g.denialCursor, now)
+	ds, next, err := l.cfg.Global.Denials(ctx, l.cfg.Region, g.denialCursor, now)
 	if err != nil {
 		st.fail(err)
 		return
 	}
 	g.denialCursor = next
 	for _, d := range ds {
+		if d.Region == l.cfg.Region {
+			continue
+		}
 		c := l.globalCell(d.Cell)
 		c.setFlag(flagDenialSeen)
 		usage := d.Usage

@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,9 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/global"
 	globalmemory "github.com/sluicehq/sluice/global/memory"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/memory"
 )
 
 // virtualClock is a clock that tests move by hand.
@@ -305,4 +309,125 @@ func TestDenialCarriesUsage(t *testing.T) {
 	if res, _ := regions[1].Ratelimit(ctx, req("big", limit, 20, d, time.Time{})); !res.Success {
 		t.Fatalf("the other region denied the 20 units left (current %d)", res.Current)
 	}
+}
+
+// TestOwnRegionDenialsNotImported runs two nodes of region "a" on one
+// regional origin and a node of region "b", all on one global store. Node a1
+// admits 60 of 100 and denies a request of 50: its denial row must bring
+// region b to 60, and must not reach a1's sibling a2, which sees those 60
+// through the origin already. Imported as well, they would count twice: a2
+// would see 120 and deny the 40 units left for the rest of the window.
+//
+// With the global counters on, a pull that brings the region's own count
+// first hides the double count; a denial row ahead of the count (denials
+// are written every DenialFlush, counts every GlobalInterval) does not,
+// which the second mode reproduces by failing region a's publishes.
+func TestOwnRegionDenialsNotImported(t *testing.T) {
+	stores := []struct {
+		name    string
+		connect func(t *testing.T) func() global.Store // a store per call, on the same rows
+	}{
+		{"memory", func(*testing.T) func() global.Store {
+			s := globalmemory.New()
+			return func() global.Store { return s }
+		}},
+		{"memory, returning own rows", func(*testing.T) func() global.Store { // the limiter's filter alone
+			s := everyDenial{globalmemory.New()}
+			return func() global.Store { return s }
+		}},
+		{"mariadb", func(t *testing.T) func() global.Store {
+			dsn := testenv.MySQLDSN(t)
+			prefix := globalPrefix(t, dsn)
+			return func() global.Store { return openGlobal(t, dsn, prefix) }
+		}},
+	}
+	modes := []struct {
+		name string
+		cfg  sluice.Config
+		hold bool // region a's publishes fail, so the row arrives alone
+	}{
+		{"denial propagation only", sluice.Config{DisableGlobalCounters: true}, false},
+		{"both, the row ahead of the count", sluice.Config{}, true},
+	}
+	for _, st := range stores {
+		for _, mode := range modes {
+			t.Run(st.name+"/"+mode.name, func(t *testing.T) {
+				testOwnRegionDenials(t, st.connect(t), mode.cfg, mode.hold)
+			})
+		}
+	}
+}
+
+func testOwnRegionDenials(t *testing.T, connect func() global.Store, cfg sluice.Config, hold bool) {
+	const limit, d = 100, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(4000*d.Milliseconds() + 1000)
+	shared := memory.New(clock.now)
+	node := func(region string, store global.Store, o origin.Origin) *sluice.Limiter {
+		c := cfg
+		c.Region, c.Global, c.Origin, c.Clock = region, store, o, clock.now
+		c.GlobalTicks = make(chan time.Time) // never fires: the test syncs
+		c.ReplayTicks = make(chan time.Time) // likewise: the test flushes
+		return newLimiter(t, c)
+	}
+	held := &heldPublishes{Store: connect()}
+	held.on.Store(hold)
+	a1 := node("a", held, shared)
+	a2 := node("a", connect(), shared)
+	b := node("b", connect(), nil)
+	ctx := context.Background()
+	round := func() {
+		t.Helper()
+		for i, n := range []*sluice.Limiter{a1, a2, b} {
+			if err := n.SyncGlobal(ctx); err != nil && (i != 0 || !hold || !errors.Is(err, global.ErrUnavailable)) {
+				t.Fatalf("round of node %d: %v", i, err)
+			}
+		}
+	}
+	round() // every region announces itself
+
+	if res, _ := a1.Ratelimit(ctx, req("own", limit, 60, d, time.Time{})); !res.Success {
+		t.Fatal("a1 denied 60 of 100")
+	}
+	if res, _ := a1.Ratelimit(ctx, req("own", limit, 50, d, time.Time{})); res.Success {
+		t.Fatal("a1 admitted 60 + 50 of 100")
+	}
+	a1.Flush() // the origin holds the 60
+	clock.advance(time.Second)
+	round() // a1 writes its row; a2 and b read it
+
+	if res, _ := b.Ratelimit(ctx, req("own", limit, 0, d, time.Time{})); res.Current != 60 {
+		t.Errorf("region b sees %d, want the 60 of a1's denial row", res.Current)
+	}
+	if res, _ := a2.Ratelimit(ctx, req("own", limit, 0, d, time.Time{})); res.Current != 60 {
+		t.Errorf("a2 sees %d, want the region's 60 counted once", res.Current)
+	}
+	if res, _ := a2.Ratelimit(ctx, req("own", limit, 40, d, time.Time{})); !res.Success {
+		t.Fatalf("a2 denied the 40 units left (current %d)", res.Current)
+	}
+	if res, _ := a2.Ratelimit(ctx, req("own", limit, 1, d, time.Time{})); res.Success {
+		t.Fatal("a2 admitted past the limit")
+	}
+}
+
+// heldPublishes is a global store whose Publish fails while on is set.
+type heldPublishes struct {
+	global.Store
+	on atomic.Bool
+}
+
+func (s *heldPublishes) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	if s.on.Load() {
+		return global.ErrUnavailable
+	}
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+// everyDenial is a global store that breaks the contract of Denials the
+// way a store without a region filter would: it returns the caller's own
+// rows too.
+type everyDenial struct{ global.Store }
+
+func (s everyDenial) Denials(ctx context.Context, _ string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+	return s.Store.Denials(ctx, "", cursor, now)
 }

@@ -207,7 +207,7 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 				}
 				if c := l.cells.load(l.cells.keyHash(&cell.Key), &cell); c != nil {
 					counts, _ := store.Load(ctx, cell.Key, cell.Sequence)
-					c.merge(counts.Current)
+					c.mergeRead(counts.Current)
 				}
 			}
 		})

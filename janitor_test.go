@@ -51,3 +51,35 @@ func TestJanitorTracksActiveCounters(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepKeepsCellsOfCallersInThePast has a caller pass its own
+// Request.Time, far behind the limiter's clock: its cells are older than
+// the clock's previous window, yet the sweep keeps them while they are in
+// use, so the caller's counts hold; once unused, they go.
+func TestSweepKeepsCellsOfCallersInThePast(t *testing.T) {
+	l, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	past := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := Request{Namespace: "n", Identifier: "replayed", Limit: 10, Duration: time.Minute, Cost: 1, Time: past}
+	now := time.Now().UnixMilli()
+	for i := range 3 {
+		for range 3 {
+			if res, _ := l.Ratelimit(context.Background(), r); !res.Success {
+				t.Fatalf("round %d: denied", i)
+			}
+		}
+		l.sweep(now)
+	}
+	res, _ := l.Ratelimit(context.Background(), Request{Namespace: "n", Identifier: "replayed", Limit: 10, Duration: time.Minute, Time: past})
+	if res.Current != 9 {
+		t.Fatalf("after three sweeps in use: current %d, want 9 (a sweep reset the caller's counter)", res.Current)
+	}
+	l.sweep(now)
+	l.sweep(now)
+	if n := l.cells.len(); n != 0 {
+		t.Fatalf("%d cells after two sweeps unused, want 0", n)
+	}
+}

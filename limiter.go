@@ -102,16 +102,19 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // Close stops the background goroutines after replaying every pending
-// increment to the origin (bounded by FlushTimeout). It is idempotent.
-// Decisions that start after Close return ErrClosed; stop sending requests
-// before calling it so that every accepted increment is replayed. If some
-// increments could not be replayed, Close returns an error wrapping
-// [ErrNotFlushed] that says how many (every call returns the same error).
+// increment to the origin. It is idempotent. Decisions that start after
+// Close return ErrClosed, and so does a decision running as Close starts
+// that would admit a request after it: nothing is admitted that the final
+// replay may miss. Close waits for the origin calls of running decisions
+// (each bounded by OriginTimeout); FlushTimeout bounds the final replay as
+// a whole. If some increments could not be replayed, Close returns an
+// error wrapping [ErrNotFlushed] that says how many (every call returns the
+// same error).
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
 		l.reads.Wait()
-		l.deciders.wait()
+		l.deciders.close()
 		l.cancel()
 		l.wg.Wait()
 		if l.replay != nil {
@@ -137,26 +140,65 @@ func (l *Limiter) Flush() {
 // Ratelimit decides one request. Invalid requests return an error wrapping
 // [ErrInvalidRequest]; a denial is a Response with Success false, not an
 // error. Origin failures never surface here: the decision falls back to local
-// state. ctx bounds the synchronous origin calls this call may wait for.
+// state. One deadline, OriginTimeout from the first wait (or ctx's, if
+// sooner), bounds everything the call may wait for on the origin together.
 func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
-	if l.closed.Load() {
-		return Response{}, ErrClosed
-	}
 	var q resolved
 	if err := resolve(&q, &r, l.nowMilli); err != nil {
 		return Response{}, err
 	}
-	cur, prev := l.cellsFor(ctx, &q)
-	if l.atOrigin(&q, cur, prev) {
-		if o, ok := l.decideAtOrigin(ctx, &q, cur, prev); ok {
-			return q.response(o), nil
-		}
+	if l.closed.Load() {
+		return Response{}, ErrClosed
 	}
-	o := l.apply(&q, cur, prev, false)
-	if o.Success && q.cost > 0 {
-		l.accepted(cur, q.cost)
+	q.hash = l.cells.keyHash(&q.cell.Key)
+	w := waits{parent: ctx, timeout: l.cfg.OriginTimeout}
+	o, err := l.decide(&w, &q)
+	w.release()
+	if err != nil {
+		return Response{}, err
 	}
 	return q.response(o), nil
+}
+
+// decide decides q, at the origin when the rules ask for it, with w's
+// deadline on every origin wait.
+func (l *Limiter) decide(w *waits, q *resolved) (window.Outcome, error) {
+	cur, prev := l.cellsFor(w, q)
+	if l.atOrigin(q, cur, prev) {
+		if o, ok := l.decideAtOrigin(w.ctx(), q, cur, prev); ok {
+			return o, nil
+		}
+	}
+	o := l.apply(q, cur, prev, false)
+	if o.Success && q.cost > 0 && !l.accepted(cur, q.cost) {
+		return window.Outcome{}, ErrClosed
+	}
+	return o, nil
+}
+
+// waits gives the origin waits of one request one deadline: timeout from
+// the first wait, or parent's deadline if sooner. The context is made on
+// first use, so a request that never waits costs nothing.
+type waits struct {
+	parent  context.Context
+	timeout time.Duration
+	bounded context.Context
+	cancel  context.CancelFunc
+}
+
+// ctx returns the request's bounded context.
+func (w *waits) ctx() context.Context {
+	if w.bounded == nil {
+		w.bounded, w.cancel = context.WithTimeout(w.parent, w.timeout)
+	}
+	return w.bounded
+}
+
+// release frees the bounded context, if one was made.
+func (w *waits) release() {
+	if w.cancel != nil {
+		w.cancel()
+	}
 }
 
 // atOrigin reports whether q must be decided by the origin: it spends
@@ -194,7 +236,7 @@ func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.O
 	}
 	for {
 		regional := cur.regional.Load()
-		o := q.decide(regional+cur.imported.Load(), prev.count())
+		o := q.decide(window.Add(regional, cur.imported.Load()), prev.count())
 		if !o.Success {
 			l.denied(q, cur)
 			return o
@@ -219,9 +261,11 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 // cellsFor returns the current cell of q's counter, created if needed, and
 // the previous cell if it exists. With an origin it first brings them in line
 // with the origin where the rules ask for a synchronous read: a cold current
-// cell, or a warm cell whose last read is older than RefreshAfter.
-func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
-	q.hash = l.cells.keyHash(&q.cell.Key)
+// cell, or a warm cell whose last read is older than RefreshAfter, unless
+// the local view denies q already: the local view never exceeds what the
+// region has admitted, so the region denies it too, and a denial never
+// waits. q.hash must be set.
+func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 	prevKey := q.previous()
 	if l.origin == nil {
 		// The limiter is its own origin: every cell is born in sync.
@@ -232,11 +276,16 @@ func (l *Limiter) cellsFor(ctx context.Context, q *resolved) (cur, prev *cell) {
 	cur = l.cells.loadOrCreate(q.hash, &q.cell, 0)
 	l.used(cur, q)
 	prev = l.cells.load(q.hash, &prevKey)
-	switch synced := cur.syncedAt.Load(); {
+	synced := cur.syncedAt.Load()
+	stale := synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds()
+	if !stale || !q.decide(cur.count(), prev.count()).Success {
+		return cur, prev
+	}
+	switch {
 	case synced == 0:
-		l.sharedRead(ctx, q, ReadHydrate, cur)
-	case q.t-synced >= l.cfg.RefreshAfter.Milliseconds() && cur.setFlag(flagRefreshing):
-		l.read(ctx, q, ReadRefresh, cur)
+		l.sharedRead(w.ctx(), q, ReadHydrate, cur)
+	case cur.setFlag(flagRefreshing):
+		l.read(w.ctx(), q, ReadRefresh, cur)
 		cur.clearFlag(flagRefreshing)
 	default:
 		return cur, prev
@@ -274,8 +323,9 @@ func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason ReadReason
 
 // read loads the current and previous cells of q's counter from the origin in
 // one round trip, bounded by OriginTimeout, and merges them into local
-// state. On failure the cell is still marked as read, so a failing origin
-// costs each counter at most one timeout per RefreshAfter; decisions go on
+// state. On failure the cell is still marked as read and backed off for
+// OriginBackoff, so a failing origin costs each counter at most one timeout
+// per RefreshAfter and no strict decision right after it; decisions go on
 // from local state.
 func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur *cell) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.OriginTimeout)
@@ -283,21 +333,32 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur 
 	start := time.Now()
 	counts, err := l.origin.Load(ctx, q.cell.Key, q.pos.Seq)
 	l.cfg.Observer.OriginRead(reason, time.Since(start), err)
-	if err == nil {
+	switch {
+	case err == nil:
 		l.mergeCounts(q, cur, counts)
-	} else {
+	case !errors.Is(err, context.Canceled):
+		// As after a failed decision: the counter's strict requests are
+		// decided locally for a while rather than wait on the origin again.
+		cur.backoffUntil.Store(q.t + l.cfg.OriginBackoff.Milliseconds())
 		l.originFailed(q, reason, err)
 	}
 	cur.syncedAt.Store(max(q.t, 1))
 }
 
-// mergeCounts raises q's current and previous cells to the origin's totals.
+// mergeCounts raises q's current and previous cells to totals read from
+// the origin.
 func (l *Limiter) mergeCounts(q *resolved, cur *cell, counts origin.Counts) {
-	cur.merge(counts.Current)
-	if counts.Previous > 0 {
+	cur.mergeRead(counts.Current)
+	l.mergePrevious(q, counts.Previous)
+}
+
+// mergePrevious raises q's previous cell to a total read from the origin,
+// creating it if needed.
+func (l *Limiter) mergePrevious(q *resolved, total int64) {
+	if total > 0 {
 		pk := q.previous()
 		prev := l.cells.loadOrCreate(q.hash, &pk, max(q.t, 1))
-		prev.merge(counts.Previous)
+		prev.mergeRead(total)
 	}
 }
 
@@ -322,11 +383,21 @@ func (l *Limiter) denied(q *resolved, cur *cell) {
 	l.emitDenial(q, cur)
 }
 
-// accepted records a committed increment of cost on cur for replay.
-func (l *Limiter) accepted(cur *cell, cost int64) {
+// accepted records a committed increment of cost on cur for replay. If
+// Close has started meanwhile, its final replay may not see the increment:
+// accepted then takes it back and reports false, and the request gets
+// ErrClosed. (Checked after the increment is recorded, so either the final
+// replay sees it or the request sees Close; at worst the origin holds an
+// increment of a request that was told ErrClosed.)
+func (l *Limiter) accepted(cur *cell, cost int64) bool {
 	if l.replay == nil {
-		return
+		return true
 	}
-	cur.pending.Add(cost)
+	cur.admitted.Add(cost)
 	l.replay.mark(cur)
+	if !l.closed.Load() {
+		return true
+	}
+	cur.takeBack(cost)
+	return false
 }

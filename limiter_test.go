@@ -260,8 +260,8 @@ func TestStrictModeDecidesAtOrigin(t *testing.T) {
 		{"third unit denied: strict until 11_400", 1, 10_400, false, 0, 0},
 		{"strict denial is local", 1, 10_500, false, 0, 0},
 		{"strict peek is local", 0, 10_999, true, 0, 0},
-		{"strict, previous cell still weighs 2", 1, 11_000, false, 1, 0}, // new cell hydrates
-		{"strict admission goes to the origin", 1, 11_399, true, 0, 1},   // prev weighs floor(2*601/1000) = 1
+		{"strict, previous cell still weighs 2", 1, 11_000, false, 0, 0}, // denied locally: the new cell is not read
+		{"strict admission goes to the origin", 1, 11_399, true, 1, 1},   // the cell hydrates; prev weighs floor(2*601/1000) = 1
 		{"strict mode over: local again", 0, 11_400, true, 0, 0},
 	}
 	for _, st := range steps {

@@ -25,7 +25,30 @@ type Observer interface {
 	ReplayBacklog(cells int64)
 	// Swept reports one janitor pass: cells kept and cells evicted.
 	Swept(live, evicted int)
+	// Evicted reports cells of one tenant (a workspace) evicted because
+	// the table was full or the tenant was over MaxCountersPerWorkspace.
+	Evicted(workspace string, cells int)
+	// Dropped reports accepted increments given up on before the origin
+	// confirmed them, and why.
+	Dropped(reason DropReason, cells int, increments int64)
 }
+
+// DropReason says why accepted increments were given up on before the
+// origin confirmed them.
+type DropReason string
+
+// The reasons for dropping increments.
+const (
+	// DropExpired: the cell's window had passed (no decision reads it any
+	// more) before the origin could be reached.
+	DropExpired DropReason = "expired"
+	// DropRefused: the origin refused the cell on its own several times
+	// in a row (for example a key another program overwrote).
+	DropRefused DropReason = "refused"
+	// DropClose: Close ended after FlushTimeout with the origin still
+	// unreachable.
+	DropClose DropReason = "close"
+)
 
 // NopObserver is an [Observer] that ignores everything.
 type NopObserver struct{}
@@ -41,3 +64,9 @@ func (NopObserver) ReplayBacklog(int64) {}
 
 // Swept implements [Observer].
 func (NopObserver) Swept(int, int) {}
+
+// Evicted implements [Observer].
+func (NopObserver) Evicted(string, int) {}
+
+// Dropped implements [Observer].
+func (NopObserver) Dropped(DropReason, int, int64) {}

@@ -16,6 +16,7 @@ type recorder struct {
 	reads    map[sluice.ReadReason]int
 	replayed int
 	swept    int
+	dropped  map[sluice.DropReason]int64
 }
 
 func (r *recorder) OriginRead(reason sluice.ReadReason, _ time.Duration, _ error) {
@@ -31,6 +32,24 @@ func (r *recorder) Replayed(cells int, _ time.Duration, _ error) {
 }
 
 func (r *recorder) ReplayBacklog(int64) {}
+
+func (r *recorder) Dropped(reason sluice.DropReason, _ int, increments int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dropped == nil {
+		r.dropped = map[sluice.DropReason]int64{}
+	}
+	r.dropped[reason] += increments
+}
+
+func (r *recorder) Evicted(string, int) {}
+
+// droppedOf returns the increments reported dropped for reason.
+func (r *recorder) droppedOf(reason sluice.DropReason) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropped[reason]
+}
 
 func (r *recorder) Swept(_, evicted int) {
 	r.mu.Lock()

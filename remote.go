@@ -20,6 +20,6 @@ func (l *Limiter) MergeRemote(cell origin.Cell, total int64) {
 		return
 	}
 	c := l.cells.loadOrCreate(l.cells.keyHash(&cell.Key), &cell, now)
-	c.merge(total)
+	c.mergeRead(total)
 	c.syncedAt.Store(now)
 }

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,31 +14,39 @@ import (
 // fails.
 const maxReplayBackoff = time.Second
 
+// maxCellFailures is the number of consecutive replays the origin may
+// refuse one cell (not the call: the cell alone, for example a key another
+// program overwrote) before the cell's unconfirmed increments are dropped,
+// counted and logged, so that one bad key never holds the others back.
+const maxCellFailures = 3
+
 // replayer sends accepted increments to the origin asynchronously. An accepted
-// increment adds to its cell's pending count and, if the cell was clean, pushes
+// increment adds to its cell's admitted count and, if the cell was clean, pushes
 // the cell on a lock-free stack. One dispatcher goroutine takes the whole stack
 // every ReplayInterval and hands it in batches to a pool of workers, which
-// apply each cell's accumulated delta in one pipelined origin call and merge
-// the returned totals into local state.
+// write each cell's count in one pipelined origin call and merge the returned
+// totals into local state.
 //
-// Memory is bounded by the number of dirty cells, not by the number of
-// requests: a cell is on the stack at most once, however many increments it
-// accumulates. Nothing is dropped: a failed call puts its deltas back, and
-// Close replays whatever is left.
+// A write carries the cell's whole count as a writer (origin.Delta), not the
+// increments since the last one, so the origin counts each increment exactly
+// once however often a write is sent: a failed or timed-out write is sent
+// again, with whatever the cell admitted since, until the origin confirms
+// it. Memory is bounded by the number of dirty cells, not by the number of
+// requests: a cell is on the stack at most once. Increments leave only when
+// the origin confirmed them, when their cell has expired (no decision reads
+// it any more), when the origin refused the cell maxCellFailures times in a
+// row, or when Close gives up after FlushTimeout; each such drop is counted
+// (Observer.Dropped) and logged.
 type replayer struct {
 	l       *Limiter
 	head    atomic.Pointer[cell] // stack of dirty cells, linked through cell.next
 	backlog atomic.Int64         // cells on the stack or in a batch not yet sent
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
-	// inFlight holds, per cell, the replay call that has not returned yet:
-	// its increments are no longer pending, maybe not yet in the origin's
-	// total. Written under the cell's lock, together with pending, so an
-	// origin decision sees every increment exactly once (see settle).
-	inFlight sync.Map // *cell → *replayCall
 }
 
 type replayJob struct {
+	ctx   context.Context
 	cells []*cell
 	done  *sync.WaitGroup
 }
@@ -66,14 +75,16 @@ func (r *replayer) mark(c *cell) {
 }
 
 // run is the dispatcher: it owns the worker pool and stops, after a final
-// flush, when ctx is done.
+// flush, when ctx is done. The calls of a round end with ctx too: a write
+// is idempotent, so the final flush sends again whatever they had not
+// confirmed.
 func (r *replayer) run(ctx context.Context) {
 	jobs := make(chan replayJob)
 	var workers sync.WaitGroup
 	for range r.l.cfg.ReplayWorkers {
 		workers.Go(func() {
 			for job := range jobs {
-				r.flush(job.cells)
+				r.flush(job.ctx, job.cells)
 				job.done.Done()
 			}
 		})
@@ -90,7 +101,7 @@ func (r *replayer) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-ticks:
-				r.round(jobs)
+				r.round(ctx, jobs)
 			}
 		}
 	}
@@ -102,7 +113,7 @@ func (r *replayer) run(ctx context.Context) {
 			return
 		case <-r.wake:
 		}
-		r.round(jobs)
+		r.round(ctx, jobs) // Close cuts a round short: the final flush sends it again
 		pause.Reset(r.backoff())
 		select {
 		case <-ctx.Done():
@@ -125,8 +136,9 @@ func (r *replayer) backoff() time.Duration {
 }
 
 // round takes every dirty cell, hands them to the workers in batches and
-// waits for the batches to finish. It reports whether there was anything.
-func (r *replayer) round(jobs chan<- replayJob) bool {
+// waits for the batches to finish. ctx bounds the origin calls (each also
+// by ReplayTimeout). It reports whether there was anything.
+func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 	c := r.head.Swap(nil)
 	if c == nil {
 		return false
@@ -135,7 +147,7 @@ func (r *replayer) round(jobs chan<- replayJob) bool {
 	var done sync.WaitGroup
 	r.batches(c, func(batch []*cell) {
 		done.Add(1)
-		jobs <- replayJob{cells: batch, done: &done}
+		jobs <- replayJob{ctx: ctx, cells: batch, done: &done}
 	})
 	done.Wait()
 	return true
@@ -156,22 +168,27 @@ func (r *replayer) batches(c *cell, each func([]*cell)) {
 	}
 }
 
-// final replays until nothing is pending or FlushTimeout has passed, then
-// logs what could not be replayed.
+// final replays until nothing is left or FlushTimeout has passed: one
+// deadline bounds every call of the final flush together. What could not
+// be replayed is logged and counted.
 func (r *replayer) final(jobs chan<- replayJob) {
-	deadline := time.Now().Add(r.l.cfg.FlushTimeout)
-	for r.round(jobs) {
-		if r.fails.Load() == 0 {
-			continue
+	ctx, cancel := context.WithTimeout(context.Background(), r.l.cfg.FlushTimeout)
+	defer cancel()
+	for ctx.Err() == nil && r.round(ctx, jobs) {
+		if r.head.Load() == nil {
+			continue // everything sent: the next round ends the loop
 		}
-		if time.Now().After(deadline) {
-			break
+		pause := time.NewTimer(r.backoff()) // cells queued again: not at once
+		select {
+		case <-ctx.Done():
+		case <-pause.C:
 		}
-		time.Sleep(min(r.backoff(), time.Until(deadline)))
+		pause.Stop()
 	}
 	if cells, lost := r.lost(); cells > 0 {
 		r.l.cfg.Logger.Error("sluice: origin unreachable at close; increments not replayed",
 			"cells", cells, "increments", lost)
+		r.l.cfg.Observer.Dropped(DropClose, int(cells), lost)
 	}
 }
 
@@ -182,114 +199,126 @@ func (r *replayer) flushNow() bool {
 	if c == nil {
 		return false
 	}
-	r.batches(c, r.flush)
+	r.batches(c, func(cells []*cell) { r.flush(context.Background(), cells) })
 	return true
 }
 
-// lost returns the cells still queued for replay and their increments.
+// lost returns the cells still queued for replay and their unconfirmed
+// increments.
 func (r *replayer) lost() (cells, increments int64) {
 	for c := r.head.Load(); c != nil; c = c.next {
-		increments += c.pending.Load()
+		increments += c.unconfirmed()
 		cells++
 	}
 	return cells, increments
 }
 
-// flush replays the pending deltas of cells in one origin call.
-func (r *replayer) flush(cells []*cell) {
+// flush writes the counts of cells in one origin call and merges the
+// totals; cells the call could not confirm are queued again.
+func (r *replayer) flush(ctx context.Context, cells []*cell) {
 	deltas := make([]origin.Delta, 0, len(cells))
 	sent := cells[:0]
 	for _, c := range cells {
 		c.clearFlag(flagDirty)
 		r.backlog.Add(-1)
-		if n := r.send(c); n > 0 {
-			deltas = append(deltas, origin.Delta{Cell: r.l.cells.m.KeyOf(c), Count: n})
+		if c.flags.Load()&flagDeciding != 0 {
+			r.mark(c) // the decision carries its count; it queues c again when it ends
+			continue
+		}
+		if n := c.admitted.Load(); n > c.acked.Load() {
+			c.setFlag(flagWriting)
+			deltas = append(deltas, origin.Delta{Cell: r.l.cells.m.KeyOf(c), Writer: c.writer, Sent: n})
 			sent = append(sent, c)
 		}
 	}
 	if len(deltas) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.l.cfg.ReplayTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.l.cfg.ReplayTimeout)
 	defer cancel()
 	start := time.Now()
 	totals, err := r.l.origin.Apply(ctx, deltas)
 	r.l.cfg.Observer.Replayed(len(deltas), time.Since(start), err)
-	if err != nil {
-		if r.fails.Add(1) == 1 {
-			r.l.cfg.Logger.Warn("sluice: replay to origin failed; keeping increments for retry",
-				"cells", len(deltas), "err", err)
-		}
-		for i, c := range sent {
-			r.returned(c, deltas[i].Count)
-			r.mark(c)
-		}
+	var refused *origin.CellErrors
+	if err != nil && !errors.As(err, &refused) {
+		r.failed(deltas, sent, err)
 		return
 	}
 	if r.fails.Swap(0) > 0 {
 		r.l.cfg.Logger.Info("sluice: replay to origin recovered")
 	}
 	for i, c := range sent {
-		c.merge(totals[i])
-		r.returned(c, 0)
-	}
-}
-
-// replayCall is one cell's replay in flight.
-type replayCall struct {
-	n    int64         // the increments sent
-	done chan struct{} // closed once the call returned and its total merged
-}
-
-// send moves c's pending increments in flight and returns them.
-func (r *replayer) send(c *cell) int64 {
-	c.lock()
-	defer c.unlock()
-	n := c.pending.Swap(0)
-	if n > 0 {
-		r.inFlight.Store(c, &replayCall{n: n, done: make(chan struct{})})
-	}
-	return n
-}
-
-// returned ends c's replay in flight; unsent increments (after a failure)
-// go back to pending.
-func (r *replayer) returned(c *cell, unsent int64) {
-	c.lock()
-	v, _ := r.inFlight.LoadAndDelete(c)
-	c.pending.Add(unsent)
-	c.unlock()
-	if f, ok := v.(*replayCall); ok {
-		close(f.done)
-	}
-}
-
-// settle moves c's pending increments to the caller, which applies them
-// itself (an origin decision). A replay of c still in flight is waited for
-// until ctx ends, so that the decision finds its increments at the origin
-// (and its unsent ones, after a failure, among the pending it takes). If
-// ctx ends first, or without wait, the replay's increments are returned as
-// inFlight, for the decision to count but not apply: twice, if the replay
-// has landed, which denies more, never less. A limiter whose replay is
-// driven from outside (ReplayTicks) does not wait: only the driver can let
-// that replay return, and it may be the caller.
-func (r *replayer) settle(ctx context.Context, c *cell, wait bool) (pending, inFlight int64) {
-	for {
-		c.lock()
-		pending += c.pending.Swap(0)
-		v, ok := r.inFlight.Load(c)
-		c.unlock()
-		if !ok {
-			return pending, 0
+		if cellErr, ok := cellError(refused, i); ok {
+			c.flags.Or(flagInDoubt)
+			c.clearFlag(flagWriting)
+			r.refused(deltas[i], c, cellErr)
+			continue
 		}
-		f := v.(*replayCall)
-		if !wait {
-			return pending, f.n
-		}
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return pending, f.n
-		}
+		c.failures = 0
+		c.confirm(deltas[i].Sent)
+		c.merge(totals[i], deltas[i].Sent)
+		c.settled(deltas[i].Sent)
+		c.clearFlag(flagWriting)
 	}
+}
+
+// failed handles a replay call that failed as a whole: its cells are
+// queued again, except those that expired meanwhile.
+func (r *replayer) failed(deltas []origin.Delta, cells []*cell, err error) {
+	if r.fails.Add(1) == 1 {
+		r.l.cfg.Logger.Warn("sluice: replay to origin failed; keeping increments for retry",
+			"cells", len(deltas), "err", err)
+	}
+	now := r.l.cfg.Clock().UnixMilli()
+	for i, c := range cells {
+		c.flags.Or(flagInDoubt)
+		c.clearFlag(flagWriting)
+		if expired(deltas[i].Cell, now) {
+			r.drop(DropExpired, deltas[i], c, err)
+			continue
+		}
+		r.mark(c)
+	}
+}
+
+// refused handles a cell that failed on its own: it is retried, until its
+// window has passed or, if the origin refused it (rather than could not
+// reach its store), up to maxCellFailures times in a row; then its
+// increments are dropped.
+func (r *replayer) refused(d origin.Delta, c *cell, err error) {
+	if !errors.Is(err, origin.ErrUnavailable) {
+		c.failures++
+	}
+	if c.failures < maxCellFailures && !expired(d.Cell, r.l.cfg.Clock().UnixMilli()) {
+		r.mark(c)
+		return
+	}
+	r.drop(DropRefused, d, c, err)
+}
+
+// drop gives up on the unconfirmed increments of c: they are counted and
+// logged, and c is confirmed as it stands so that it is not sent again.
+func (r *replayer) drop(reason DropReason, d origin.Delta, c *cell, err error) {
+	lost := c.unconfirmed()
+	c.confirm(c.admitted.Load())
+	c.failures = 0
+	r.l.cfg.Observer.Dropped(reason, 1, lost)
+	r.l.cfg.Logger.Warn("sluice: increments dropped; not replayed to the origin",
+		"reason", reason, "namespace", d.Cell.Namespace, "increments", lost, "err", err)
+}
+
+// cellError returns the error of delta i if the origin refused it alone
+// (refused may be nil: nothing was refused).
+func cellError(refused *origin.CellErrors, i int) (error, bool) {
+	if refused == nil {
+		return nil, false
+	}
+	err, ok := refused.Failed[i]
+	return err, ok
+}
+
+// expired reports whether no decision at now reads cell k any more: it is
+// older than the previous window.
+func expired(k origin.Cell, now int64) bool {
+	return (k.Sequence+2)*k.Duration.Milliseconds() <= now
 }

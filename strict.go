@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/window"
@@ -24,11 +26,21 @@ import (
 type ticket struct {
 	q    resolved // a copy: the caller's request stays on its stack
 	done chan struct{}
-	// Set before done is closed: ok reports that the origin decided,
-	// outcome is its answer.
+	// state moves once, from ticketWaiting to ticketAnswered (the decider
+	// took the origin's answer for the caller) or to ticketAbandoned (the
+	// caller stopped waiting and decided locally).
+	state atomic.Int32
+	// Set before done is closed: ok reports that the origin decided and the
+	// caller takes its outcome.
 	ok      bool
 	outcome window.Outcome
 }
+
+const (
+	ticketWaiting int32 = iota
+	ticketAnswered
+	ticketAbandoned
+)
 
 // decider queues the strict requests of one cell and runs their origin
 // calls one after another.
@@ -40,24 +52,42 @@ type decider struct {
 // deciders holds the deciders of the cells that have strict requests queued
 // or in flight. A decider is removed when its queue runs dry.
 type deciders struct {
-	mu sync.Mutex
-	m  map[origin.Cell]*decider
-	wg sync.WaitGroup
+	mu     sync.Mutex
+	m      map[origin.Cell]*decider
+	closed bool // no decider starts any more
+	wg     sync.WaitGroup
 }
 
-// wait waits for every decider's goroutine to finish.
-func (ds *deciders) wait() { ds.wg.Wait() }
+// close stops new deciders from starting and waits for every decider's
+// goroutine to finish.
+func (ds *deciders) close() {
+	ds.mu.Lock()
+	ds.closed = true
+	ds.mu.Unlock()
+	ds.wg.Wait()
+}
 
 // decideAtOrigin has the origin decide q and reports its outcome. ok is false
 // when the origin could not decide (it failed, or is backed off, or ctx ended
-// first): the caller then decides locally.
+// first): the caller then decides locally. A caller that stops waiting
+// abandons its ticket: if the origin admits it all the same, that admission
+// is not counted for this node, so the caller's local admission, if any, is
+// the one the origin keeps (see decideBatch).
 func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *cell) (o window.Outcome, ok bool) {
+	if ctx.Err() != nil {
+		return window.Outcome{}, false // the request's deadline has passed already
+	}
 	tk := &ticket{q: *q, done: make(chan struct{})}
-	l.enqueue(tk, cur, prev)
+	if !l.enqueue(tk, cur, prev) {
+		return window.Outcome{}, false
+	}
 	select {
 	case <-tk.done:
 	case <-ctx.Done():
-		return window.Outcome{}, false
+		if tk.state.CompareAndSwap(ticketWaiting, ticketAbandoned) {
+			return window.Outcome{}, false
+		}
+		<-tk.done // answered as ctx ended: done is closed next
 	}
 	if !tk.ok {
 		return window.Outcome{}, false
@@ -69,15 +99,18 @@ func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *ce
 }
 
 // enqueue adds tk to its cell's queue, starting the cell's decider if none
-// runs.
-func (l *Limiter) enqueue(tk *ticket, cur, prev *cell) {
+// runs. It reports false once the limiter is closing.
+func (l *Limiter) enqueue(tk *ticket, cur, prev *cell) bool {
 	key := tk.q.current()
 	ds := &l.deciders
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
+	if ds.closed {
+		return false
+	}
 	if d := ds.m[key]; d != nil {
 		d.queue = append(d.queue, tk)
-		return
+		return true
 	}
 	if ds.m == nil {
 		ds.m = make(map[origin.Cell]*decider)
@@ -85,6 +118,7 @@ func (l *Limiter) enqueue(tk *ticket, cur, prev *cell) {
 	d := &decider{cur: cur, prev: prev, queue: []*ticket{tk}}
 	ds.m[key] = d
 	ds.wg.Go(func() { l.runDecider(key, d) })
+	return true
 }
 
 // runDecider sends the queue of d to the origin, one call at a time, until
@@ -113,10 +147,17 @@ func (l *Limiter) runDecider(key origin.Cell, d *decider) {
 
 // decideBatch asks the origin to decide batch (requests on one cell) in one
 // call, at the instant of its earliest request, where the previous cell weighs
-// the most. On success it merges the origin's totals into the cells and
-// fills in each ticket's outcome; on failure it backs the cell off for
-// OriginBackoff and leaves the tickets undecided.
+// the most. The call carries the cell's count as a writer, pending
+// increments included, and no replay of the cell starts while it is in
+// flight, so the origin sees each increment once, whatever returns first.
+// On success it merges the origin's totals into the cells and answers each
+// ticket still waiting; on failure it backs the cell off for OriginBackoff
+// and leaves the tickets undecided.
 func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
+	batch = waiting(batch)
+	if len(batch) == 0 {
+		return
+	}
 	first := &batch[0].q
 	for _, tk := range batch[1:] {
 		if tk.q.t < first.t {
@@ -126,60 +167,130 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	if d.cur.backoffUntil.Load() > first.t {
 		return
 	}
-	// One timeout bounds the wait for a replay of this cell in flight and
-	// the decision. Increments of a replay that did not return in time take
-	// part in the decision as usage the origin does not hold, like other
-	// regions' counts.
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
-	defer cancel()
-	pending, inFlight := l.replay.settle(ctx, d.cur, l.cfg.ReplayTicks == nil)
+	d.cur.setFlag(flagDeciding)
+	defer l.decided(d.cur)
 	c := origin.Check{
 		Key:     first.cell.Key,
 		Seq:     first.pos.Seq,
 		Elapsed: first.pos.Elapsed,
-		Pending: pending,
+		Writer:  d.cur.writer,
 		Imported: origin.Counts{
-			Current:  window.Add(d.cur.imported.Load(), inFlight),
+			Current:  d.cur.imported.Load(),
 			Previous: d.prev.importedCount(),
 		},
-		Asks: make([]origin.Ask, len(batch)),
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
+	defer cancel()
+	v, sent, err := l.decideOnce(ctx, d.cur, &c, batch)
+	if err == nil && v.Stale {
+		// A late copy of a call given up on landed first: its count is
+		// taken as this cell's, and the decision made again above it.
+		v, sent, err = l.decideOnce(ctx, d.cur, &c, sent)
+	}
+	switch {
+	case len(sent) == 0: // every caller gave up: nothing was asked
+	case err != nil || v.Stale:
+		d.cur.backoffUntil.Store(first.t + l.cfg.OriginBackoff.Milliseconds())
+		l.originFailed(first, ReadStrict, err)
+	default:
+		included, abandoned := l.answer(d.cur, c, v, sent)
+		d.cur.merge(v.Counts.Current-abandoned, included)
+		l.mergePrevious(first, v.Counts.Previous)
+		d.cur.syncedAt.Store(max(first.t, 1))
+	}
+}
+
+// decideOnce asks the origin for the tickets of batch still waiting, with
+// cur's count as a writer, and returns the verdict and the tickets asked
+// for (none: nothing was sent). The count is read before the tickets are
+// filtered: a caller that gave up before the filter is not asked for (its
+// local admission may be in the count, and the origin would count it
+// again); one that gives up after it admits locally after the count was
+// read, so the origin's admission and the caller's are the same increment
+// of the writer (see answer). A failure leaves the cell's count in doubt; a
+// stale verdict raises the count to the origin's share of it.
+func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, batch []*ticket) (origin.Verdict, []*ticket, error) {
+	c.Sent = cur.admitted.Load()
+	batch = waiting(batch)
+	if len(batch) == 0 {
+		return origin.Verdict{}, nil, nil
+	}
+	c.Asks = make([]origin.Ask, len(batch))
 	for i, tk := range batch {
 		c.Asks[i] = origin.Ask{Limit: tk.q.limit, Cost: tk.q.cost}
 	}
-
 	start := time.Now()
-	v, err := l.origin.Decide(ctx, c)
+	v, err := l.origin.Decide(ctx, *c)
 	l.cfg.Observer.OriginRead(ReadStrict, time.Since(start), err)
-	if err != nil {
-		if c.Pending > 0 {
-			d.cur.pending.Add(c.Pending)
-			l.replay.mark(d.cur)
-		}
-		d.cur.backoffUntil.Store(first.t + l.cfg.OriginBackoff.Milliseconds())
-		l.originFailed(first, ReadStrict, err)
-		return
+	switch {
+	case err != nil:
+		cur.flags.Or(flagInDoubt)
+	case v.Stale:
+		raise(&cur.admitted, v.Share)
+		cur.confirm(v.Share)
 	}
-	// While a replay is in flight the origin's total may not raise the local
-	// count past what it holds, so the admitted costs may show locally only
-	// when the replay returns: the local view lags, never leads, and the
-	// origin, which sees the in-flight increments, decides near the limit.
-	l.mergeCounts(first, d.cur, v.Counts)
-	d.cur.syncedAt.Store(max(first.t, 1))
-	fillOutcomes(c, v, batch)
+	return v, batch, err
 }
 
-// fillOutcomes sets each ticket's outcome from the origin's verdict: the
+// waiting returns the tickets of batch whose caller still waits, in a new
+// slice.
+func waiting(batch []*ticket) []*ticket {
+	return slices.DeleteFunc(slices.Clone(batch), func(tk *ticket) bool {
+		return tk.state.Load() == ticketAbandoned
+	})
+}
+
+// decided ends an origin decision on cur: replays of cur may start again,
+// and cur is queued for one if the origin has not confirmed all of it.
+func (l *Limiter) decided(cur *cell) {
+	cur.clearFlag(flagDeciding)
+	if cur.unconfirmed() > 0 {
+		l.replay.mark(cur)
+	}
+}
+
+// answer hands the origin's verdict to the tickets still waiting and
+// records the admitted costs it handed out in cur's count as a writer. It
+// returns the writer count the origin's total holds, and the costs
+// admitted for abandoned tickets. The
+// origin also counted the costs it admitted for abandoned tickets: they are
+// left out of cur's count and of v's total, so the caller's local
+// admission, if it made one, reaches the origin as the same increment (the
+// writer's count rises to where the origin has it already), and a local
+// denial leaves the origin one admission ahead, which the next one absorbs.
+func (l *Limiter) answer(cur *cell, c origin.Check, v origin.Verdict, batch []*ticket) (included, abandoned int64) {
+	outcomes := fillOutcomes(c, v)
+	var taken int64
+	for i, tk := range batch {
+		if !tk.state.CompareAndSwap(ticketWaiting, ticketAnswered) {
+			if v.Admitted[i] {
+				abandoned += c.Asks[i].Cost
+			}
+			continue
+		}
+		tk.outcome, tk.ok = outcomes[i], true
+		if v.Admitted[i] {
+			taken += c.Asks[i].Cost
+		}
+	}
+	cur.admitted.Add(taken)
+	cur.confirm(c.Sent + taken)
+	cur.settled(c.Sent + taken)
+	return c.Sent + taken, abandoned
+}
+
+// fillOutcomes returns each ask's outcome from the origin's verdict: the
 // usage before it is the origin's count before the call's admitted costs,
 // plus the costs admitted ahead of it.
-func fillOutcomes(c origin.Check, v origin.Verdict, batch []*ticket) {
+func fillOutcomes(c origin.Check, v origin.Verdict) []window.Outcome {
 	cur := v.Counts.Current
 	for i, ok := range v.Admitted {
 		if ok {
 			cur -= c.Asks[i].Cost
 		}
 	}
-	for i, tk := range batch {
+	out := make([]window.Outcome, len(c.Asks))
+	for i := range c.Asks {
 		before := c.Before(window.Add(cur, c.Imported.Current), window.Add(v.Counts.Previous, c.Imported.Previous))
 		o := window.Outcome{Success: v.Admitted[i], Current: before}
 		if o.Success {
@@ -187,6 +298,7 @@ func fillOutcomes(c origin.Check, v origin.Verdict, batch []*ticket) {
 			cur += c.Asks[i].Cost
 		}
 		o.Remaining = max(0, c.Asks[i].Limit-o.Current)
-		tk.outcome, tk.ok = o, true
+		out[i] = o
 	}
+	return out
 }

@@ -93,6 +93,9 @@ func TestHangingOriginInStrictMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	// The whole test runs within one window: a new window is a new counter,
+	// which would be read from the origin.
+	testenv.AwayFromRollover(t, time.Minute, 10*time.Second)
 	r := sluice.Request{Workspace: uniqueWorkspace(t), Namespace: "hang", Identifier: "user",
 		Limit: lowLimit, Duration: time.Minute, Cost: 1}
 	// One unit, then a request for the whole limit: denied locally, it puts

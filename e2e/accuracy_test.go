@@ -76,7 +76,7 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 	ws := fmt.Sprintf("e2e-accuracy-%d", time.Now().UnixNano())
 	nodes := make([]*node, 3)
 	for i := range nodes {
-		nodes[i] = start(t, nil, "--redis-url", url, "--root-key", "rk:"+ws)
+		nodes[i] = start(t, nil, "--redis-url", url, "--root-key", rk+":"+ws)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()

@@ -241,17 +241,17 @@ func namespaceID(t *testing.T, n *node, key, ns string) string {
 }
 
 func TestWorkspaceIsolation(t *testing.T) {
-	n := start(t, nil, "--root-key", "key-a:acme", "--root-key", "key:b:globex")
+	n := start(t, nil, "--root-key", "key-a-0123456789:acme", "--root-key", "key:b-0123456789:globex")
 	// key-a exhausts its counter; globex's identical counter is untouched.
-	n.limit("key-a", "shared", "u", 1, window, 1)
-	if d := n.limit("key-a", "shared", "u", 1, window, 1); d.Success {
+	n.limit("key-a-0123456789", "shared", "u", 1, window, 1)
+	if d := n.limit("key-a-0123456789", "shared", "u", 1, window, 1); d.Success {
 		t.Fatal("acme's second request passed")
 	}
-	if d := n.limit("key:b", "shared", "u", 1, window, 1); !d.Success {
+	if d := n.limit("key:b-0123456789", "shared", "u", 1, window, 1); !d.Success {
 		t.Fatal("globex was limited by acme's counter")
 	}
-	id := n.setOverride("key-a", "shared", "vip", 1000, window)
-	nsID := namespaceID(t, n, "key-a", "shared")
+	id := n.setOverride("key-a-0123456789", "shared", "vip", 1000, window)
+	nsID := namespaceID(t, n, "key-a-0123456789", "shared")
 	for _, tc := range []struct {
 		name, endpoint, namespace string
 	}{
@@ -260,49 +260,51 @@ func TestWorkspaceIsolation(t *testing.T) {
 		{"delete by other workspace's namespace id", "deleteOverride", nsID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := n.call("key:b", tc.endpoint, map[string]any{"namespace": tc.namespace, "identifier": "vip"})
+			r := n.call("key:b-0123456789", tc.endpoint, map[string]any{"namespace": tc.namespace, "identifier": "vip"})
 			if r.Code != http.StatusNotFound {
 				t.Fatalf("globex reached acme's override: %d %s", r.Code, r.Raw)
 			}
 		})
 	}
-	if d := n.limit("key:b", "shared", "vip", 1, window, 0); d.OverrideID != "" || d.Limit != 1 {
+	if d := n.limit("key:b-0123456789", "shared", "vip", 1, window, 0); d.OverrideID != "" || d.Limit != 1 {
 		t.Fatalf("acme's override applied to globex: %+v", d)
 	}
-	if d := n.limit("key-a", "shared", "vip", 1, window, 0); d.OverrideID != id {
+	if d := n.limit("key-a-0123456789", "shared", "vip", 1, window, 0); d.OverrideID != id {
 		t.Fatalf("acme's own override missing: %+v", d)
 	}
 	var os []overrideData
-	n.call("key:b", "listOverrides", map[string]any{"namespace": "shared"}).data(t, &os)
+	n.call("key:b-0123456789", "listOverrides", map[string]any{"namespace": "shared"}).data(t, &os)
 	if len(os) != 0 {
 		t.Fatalf("globex lists acme's overrides: %+v", os)
 	}
 }
 
 func TestErrorStatuses(t *testing.T) {
-	n := start(t, nil, "--root-key", "good:acme")
+	const good = "good-key-0123456789"
+	n := start(t, nil, "--root-key", good+":acme")
 	valid := `{"namespace":"n","identifier":"i","limit":1,"duration":60000}`
 	for _, tc := range []struct {
 		name, method, path, key, ct, body string
 		code                              int
 		errType                           string
 	}{
-		{"400 unknown field", "POST", "/v2/ratelimit.limit", "good", "application/json", `{"namespace":"n","identifier":"i","limit":1,"duration":60000,"x":1}`, 400, "invalid_input"},
-		{"400 big number", "POST", "/v2/ratelimit.limit", "good", "application/json", `{"namespace":"n","identifier":"i","limit":9007199254740992,"duration":60000}`, 400, "invalid_input"},
-		{"400 duration", "POST", "/v2/ratelimit.setOverride", "good", "application/json", `{"namespace":"n","identifier":"i","limit":1,"duration":10}`, 400, "invalid_input"},
-		{"400 list limit", "POST", "/v2/ratelimit.listOverrides", "good", "application/json", `{"namespace":"n","limit":101}`, 400, "invalid_input"},
-		{"400 bad cursor", "POST", "/v2/ratelimit.listOverrides", "good", "application/json", `{"namespace":"n","cursor":"%%%"}`, 400, "invalid_input"},
+		{"400 unknown field", "POST", "/v2/ratelimit.limit", good, "application/json", `{"namespace":"n","identifier":"i","limit":1,"duration":60000,"x":1}`, 400, "invalid_input"},
+		{"400 big number", "POST", "/v2/ratelimit.limit", good, "application/json", `{"namespace":"n","identifier":"i","limit":9007199254740992,"duration":60000}`, 400, "invalid_input"},
+		{"400 duration", "POST", "/v2/ratelimit.setOverride", good, "application/json", `{"namespace":"n","identifier":"i","limit":1,"duration":10}`, 400, "invalid_input"},
+		{"400 list limit", "POST", "/v2/ratelimit.listOverrides", good, "application/json", `{"namespace":"n","limit":101}`, 400, "invalid_input"},
+		{"400 bad cursor", "POST", "/v2/ratelimit.listOverrides", good, "application/json", `{"namespace":"n","cursor":"%%%"}`, 400, "invalid_input"},
 		{"401 missing key", "POST", "/v2/ratelimit.limit", "", "application/json", valid, 401, "authentication"},
 		{"401 unknown key", "POST", "/v2/ratelimit.limit", "bad", "application/json", valid, 401, "authentication"},
-		{"404 route", "POST", "/v2/ratelimit.unknown", "good", "application/json", valid, 404, "not_found"},
-		{"404 override", "POST", "/v2/ratelimit.getOverride", "good", "application/json", `{"namespace":"n","identifier":"nope"}`, 404, "override_not_found"},
-		{"405", "PUT", "/v2/ratelimit.limit", "good", "application/json", valid, 405, "method_not_allowed"},
-		{"413", "POST", "/v2/ratelimit.limit", "good", "application/json", `{"namespace":"` + strings.Repeat("x", 1<<20+10) + `"}`, 413, "too_large"},
-		{"415", "POST", "/v2/ratelimit.limit", "good", "text/plain", valid, 415, "unsupported_media_type"},
+		{"404 route", "POST", "/v2/ratelimit.unknown", good, "application/json", valid, 404, "not_found"},
+		{"404 override", "POST", "/v2/ratelimit.getOverride", good, "application/json", `{"namespace":"n","identifier":"nope"}`, 404, "override_not_found"},
+		{"405", "PUT", "/v2/ratelimit.limit", good, "application/json", valid, 405, "method_not_allowed"},
+		{"413", "POST", "/v2/ratelimit.limit", good, "application/json", `{"namespace":"` + strings.Repeat("x", 1<<20+10) + `"}`, 413, "too_large"},
+		{"415", "POST", "/v2/ratelimit.limit", good, "text/plain", valid, 415, "unsupported_media_type"},
+		{"415 charset utf-16", "POST", "/v2/ratelimit.limit", good, "application/json; charset=utf-16", valid, 415, "unsupported_media_type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if strings.HasPrefix(tc.name, "404 override") {
-				n.limit("good", "n", "i", 1, window, 0) // create the namespace
+				n.limit(good, "n", "i", 1, window, 0) // create the namespace
 			}
 			r := n.do(tc.method, tc.path, tc.key, tc.ct, strings.NewReader(tc.body))
 			if r.Code != tc.code {

@@ -99,7 +99,7 @@ func startInNetns(t *testing.T, ns netns, host string, httpPort, adminPort int, 
 	args := []string{"netns", "exec", string(ns), binary, "serve", "--log-format", "json", "--data-dir", t.TempDir(),
 		"--http-addr", fmt.Sprintf("0.0.0.0:%d", httpPort), "--admin-addr", fmt.Sprintf("0.0.0.0:%d", adminPort),
 		"--origin", "cluster", "--cluster-addr", gossip, "--cluster-join", strings.Join(others, ","),
-		"--cluster-secret", "partition-test", "--root-key", "rk:" + ws}
+		"--cluster-secret", "partition-test-secret-0123456789abcdef", "--root-key", rk + ":" + ws}
 	n := &node{t: t, cmd: exec.Command("ip", args...), done: make(chan struct{})}
 	n.cmd.Env = cleanEnv()
 	stderr, err := n.cmd.StderrPipe()

@@ -93,7 +93,7 @@ func startClusterNode(t *testing.T, gossip string, seeds []string, ws string) *c
 		}
 	}
 	args := []string{"--origin", "cluster", "--cluster-addr", gossip, "--cluster-join", strings.Join(others, ","),
-		"--root-key", "rk:" + ws, "--admin-addr", "127.0.0.1:0"}
+		"--root-key", rk + ":" + ws, "--admin-addr", "127.0.0.1:0"}
 	return &clusterNode{node: start(t, nil, args...), gossip: gossip}
 }
 
@@ -156,26 +156,7 @@ func metricsText(t *testing.T, n *clusterNode) string {
 // labels (name="value" pairs).
 func metricValue(t *testing.T, n *clusterNode, name string, labels []string) float64 {
 	t.Helper()
-	var sum float64
-	for _, line := range strings.Split(metricsText(t, n), "\n") {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		match := true
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				match = false
-			}
-		}
-		if !match {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return sampleSum(metricsText(t, n), name, labels...)
 }
 
 // loadResult is what a load run measured.
@@ -296,7 +277,7 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 
 	admitted := 0
 	for range limit + 5 {
-		if caller.limit("rk", "bcast", id, limit, d.Milliseconds(), 1).Success {
+		if caller.limit(rk, "bcast", id, limit, d.Milliseconds(), 1).Success {
 			admitted++
 		}
 	}
@@ -320,7 +301,7 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 	for _, n := range []*clusterNode{third, caller} {
 		before := metricValue(t, n, "sluice_cluster_rpcs_total", []string{`kind="load"`}) + metricValue(t, n, "sluice_cluster_rpcs_total", []string{`kind="decide"`})
 		for i := range 20 {
-			if r := n.limit("rk", "bcast", id, limit, d.Milliseconds(), 1); r.Success {
+			if r := n.limit(rk, "bcast", id, limit, d.Milliseconds(), 1); r.Success {
 				t.Fatalf("node %s admitted request %d after the exceed", n.gossip, i)
 			}
 		}
@@ -445,7 +426,7 @@ func TestClusterRejoin(t *testing.T) {
 		}
 	}
 	for i := range limit {
-		if !nodes[0].limit("rk", "rejoin", id, limit, d.Milliseconds(), 1).Success {
+		if !nodes[0].limit(rk, "rejoin", id, limit, d.Milliseconds(), 1).Success {
 			t.Fatalf("request %d denied before the limit", i)
 		}
 	}
@@ -470,7 +451,7 @@ func TestClusterRejoin(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the seeds reach the rejoined owner
 	t.Logf("rejoined as 3 members after %v; seeded cells: %v and %v", took.Round(100*time.Millisecond),
 		metricValue(t, nodes[0], "sluice_cluster_cells_seeded_total", nil), metricValue(t, nodes[1], "sluice_cluster_cells_seeded_total", nil))
-	if r := back.limit("rk", "rejoin", id, limit, d.Milliseconds(), 1); r.Success {
+	if r := back.limit(rk, "rejoin", id, limit, d.Milliseconds(), 1); r.Success {
 		t.Errorf("the rejoined owner admitted a counter at its limit (remaining %d): it was not seeded", r.Remaining)
 	}
 }
@@ -486,7 +467,7 @@ func TestClusterRedisDiscovery(t *testing.T) {
 	for _, p := range ports {
 		gossip := "127.0.0.1:" + strconv.Itoa(p)
 		n := start(t, nil, "--origin", "cluster", "--cluster-addr", gossip, "--redis-url", url, "--region", region,
-			"--root-key", "rk:"+ws, "--admin-addr", "127.0.0.1:0")
+			"--root-key", rk+":"+ws, "--admin-addr", "127.0.0.1:0")
 		nodes = append(nodes, &clusterNode{node: n, gossip: gossip})
 	}
 	took := waitMembers(t, nodes, 3, 20*time.Second)

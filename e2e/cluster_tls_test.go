@@ -34,7 +34,7 @@ func TestClusterOverTLS(t *testing.T) {
 			}
 		}
 		n := start(t, nil, "--origin", "cluster", "--cluster-addr", gossip, "--cluster-join", strings.Join(others, ","),
-			"--root-key", "rk:"+ws, "--admin-addr", "127.0.0.1:0",
+			"--root-key", rk+":"+ws, "--admin-addr", "127.0.0.1:0",
 			"--tls-cert", p.certFile, "--tls-key", p.keyFile, "--tls-client-ca", p.caFile)
 		n.HTTP = p.httpClient(true, apiClient)
 		nodes[i] = &clusterNode{node: n, gossip: gossip}
@@ -52,7 +52,7 @@ func TestClusterOverTLS(t *testing.T) {
 	for id := range 12 {
 		identifier := "user-" + strconv.Itoa(id)
 		for i := range limit {
-			if d := nodes[0].limit("rk", "tls", identifier, limit, window, 1); !d.Success {
+			if d := nodes[0].limit(rk, "tls", identifier, limit, window, 1); !d.Success {
 				t.Fatalf("%s: unit %d of %d denied on the first node: %+v", identifier, i+1, limit, d)
 			}
 		}
@@ -67,7 +67,7 @@ func TestClusterOverTLS(t *testing.T) {
 	waitFor(t, 5*time.Second, "the other nodes to deny what the first spent", func() bool {
 		for id := range 12 {
 			for _, n := range nodes[1:] {
-				if n.limit("rk", "tls", "user-"+strconv.Itoa(id), limit, window, 0).Remaining != 0 {
+				if n.limit(rk, "tls", "user-"+strconv.Itoa(id), limit, window, 0).Remaining != 0 {
 					return false
 				}
 			}
@@ -76,7 +76,7 @@ func TestClusterOverTLS(t *testing.T) {
 	})
 	for id := range 12 {
 		for _, n := range nodes[1:] {
-			if d := n.limit("rk", "tls", "user-"+strconv.Itoa(id), limit, window, 1); d.Success {
+			if d := n.limit(rk, "tls", "user-"+strconv.Itoa(id), limit, window, 1); d.Success {
 				t.Fatalf("user-%d: a node admitted a unit past the limit spent on another: %+v", id, d)
 			}
 		}

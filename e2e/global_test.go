@@ -17,7 +17,7 @@ import (
 func TestTwoRegionsShareOneLimit(t *testing.T) {
 	dsn := testenv.MySQLDSN(t)
 	ws := fmt.Sprintf("e2e-global-%d", time.Now().UnixNano())
-	common := []string{"--mysql-dsn", dsn, "--root-key", "rk:" + ws, "--global-interval", "100ms"}
+	common := []string{"--mysql-dsn", dsn, "--root-key", rk + ":" + ws, "--global-interval", "100ms"}
 	eu := start(t, nil, append(common, "--region", "eu")...)
 	us := start(t, nil, append(common, "--region", "us")...)
 	if !strings.Contains(eu.logs(), "global layer on") {
@@ -26,37 +26,37 @@ func TestTwoRegionsShareOneLimit(t *testing.T) {
 
 	// Counters: 6 of 10 spent in eu are seen in us.
 	for i := range 6 {
-		if d := eu.limit("rk", "shared", "counted", 10, window, 1); !d.Success {
+		if d := eu.limit(rk, "shared", "counted", 10, window, 1); !d.Success {
 			t.Fatalf("eu request %d denied: %+v", i, d)
 		}
 	}
 	waitFor(t, 5*time.Second, "us to import eu's 6 units", func() bool {
-		return us.limit("rk", "shared", "counted", 10, window, 0).Remaining == 4
+		return us.limit(rk, "shared", "counted", 10, window, 0).Remaining == 4
 	})
 	for i := range 4 {
-		if d := us.limit("rk", "shared", "counted", 10, window, 1); !d.Success {
+		if d := us.limit(rk, "shared", "counted", 10, window, 1); !d.Success {
 			t.Fatalf("us request %d of the 4 left denied: %+v", i, d)
 		}
 	}
-	if d := us.limit("rk", "shared", "counted", 10, window, 1); d.Success {
+	if d := us.limit(rk, "shared", "counted", 10, window, 1); d.Success {
 		t.Fatalf("us admitted an 11th unit across both regions: %+v", d)
 	}
 
 	// A burst in us only: eu denies it soon after.
 	for i := range 20 {
-		d := us.limit("rk", "shared", "burst", 20, window, 1)
+		d := us.limit(rk, "shared", "burst", 20, window, 1)
 		if !d.Success {
 			t.Fatalf("us burst request %d denied: %+v", i, d)
 		}
 	}
-	if d := us.limit("rk", "shared", "burst", 20, window, 1); d.Success {
+	if d := us.limit(rk, "shared", "burst", 20, window, 1); d.Success {
 		t.Fatal("us admitted past its limit")
 	}
 	waitFor(t, 5*time.Second, "eu to deny the burst spent in us", func() bool {
-		return !eu.limit("rk", "shared", "burst", 20, window, 0).Success ||
-			eu.limit("rk", "shared", "burst", 20, window, 0).Remaining == 0
+		return !eu.limit(rk, "shared", "burst", 20, window, 0).Success ||
+			eu.limit(rk, "shared", "burst", 20, window, 0).Remaining == 0
 	})
-	if d := eu.limit("rk", "shared", "burst", 20, window, 1); d.Success {
+	if d := eu.limit(rk, "shared", "burst", 20, window, 1); d.Success {
 		t.Fatalf("eu admitted a request of a counter exhausted in us: %+v", d)
 	}
 }

@@ -25,6 +25,10 @@ import (
 // binary is the sluice executable built once by TestMain.
 var binary string
 
+// rk is the root key of the tests that configure one (root keys are at
+// least 16 bytes).
+const rk = "rk-e2e-root-key-0001"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sluice-e2e-")
 	if err != nil {
@@ -82,7 +86,9 @@ func start(t *testing.T, env []string, args ...string) *node {
 	}
 	addr := make(chan string, 1)
 	var admin string // set before addr is sent
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -101,7 +107,9 @@ func start(t *testing.T, env []string, args ...string) *node {
 			}
 		}
 	}()
-	go func() { n.err = n.cmd.Wait(); close(n.done) }()
+	// Wait closes the pipe: it runs once the scanner has read to the end,
+	// so that the last lines (the shutdown's) are in the log.
+	go func() { <-scanned; n.err = n.cmd.Wait(); close(n.done) }()
 	t.Cleanup(func() { n.stop(10 * time.Second) })
 	select {
 	case a := <-addr:
@@ -293,7 +301,7 @@ func (n *node) metrics() string {
 	return body
 }
 
-// limitOverHTTP sends one /v2/ratelimit.limit call (root key "rk", cost 1)
+// limitOverHTTP sends one /v2/ratelimit.limit call (root key rk, cost 1)
 // with hc, for load tests that must not stop at the first failure, and
 // reports whether it passed; a transport error or a status other than 200
 // is an error.
@@ -304,7 +312,7 @@ func limitOverHTTP(hc *http.Client, baseURL, namespace, identifier string, limit
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Authorization", "Bearer rk")
+	req.Header.Set("Authorization", "Bearer "+rk)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := hc.Do(req)
 	if err != nil {

@@ -45,10 +45,10 @@ func TestNodeClient(t *testing.T) {
 		{"tls", newPKI(t)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := startNode(t, tc.pki, nil, "--root-key", "node-sdk-key:acme")
+			n := startNode(t, tc.pki, nil, "--root-key", "node-sdk-key-0123456789:acme")
 			script := exec.CommandContext(ctx, node, "check.mjs")
 			script.Dir = dir
-			script.Env = append(cleanEnv(), "SLUICE_URL="+n.URL, "SLUICE_KEY=node-sdk-key")
+			script.Env = append(cleanEnv(), "SLUICE_URL="+n.URL, "SLUICE_KEY=node-sdk-key-0123456789")
 			if tc.pki != nil {
 				script.Env = append(script.Env, "NODE_EXTRA_CA_CERTS="+tc.pki.caFile)
 			}

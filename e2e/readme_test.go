@@ -49,6 +49,8 @@ var readmeSkipped = map[string]string{
 	"make test":                           "runs the whole suite, of which this test is part, and needs Redis and MariaDB",
 	`import { Unkey } from "@unkey/api";`: "needs the npm packages; e2e/TestNodeClient makes the same calls through them",
 	`KEY_SHA256=$(printf %s "$KEY" | sluice hash-key)   # the configuration never holds the key itself`: "needs a certificate, a key and a public address; e2e TestTLS, TestHashedRootKey and TestAdminListener start the server so on loopback",
+	"go get github.com/sluicehq/sluice": "needs the module proxy; httplimit's TestReadmeService builds the program that follows against this checkout",
+	"package main":                      "the service of \"In a Go service\": httplimit's TestReadmeService builds it in a module of its own and sends it requests",
 }
 
 // TestReadme runs the README: the quick start's server (the command as

@@ -16,10 +16,10 @@ import (
 func TestRedisOriginSharedAndFlushedOnShutdown(t *testing.T) {
 	url := "redis://" + testenv.RedisAddr(t) + "/0"
 	ws := fmt.Sprintf("e2e-redis-%d", time.Now().UnixNano())
-	args := []string{"--redis-url", url, "--root-key", "rk:" + ws}
+	args := []string{"--redis-url", url, "--root-key", rk + ":" + ws}
 	a := start(t, nil, args...)
 	for i := range 5 {
-		if d := a.limit("rk", "shared", "u", 10, window, 1); !d.Success || d.Remaining != int64(9-i) {
+		if d := a.limit(rk, "shared", "u", 10, window, 1); !d.Success || d.Remaining != int64(9-i) {
 			t.Fatalf("node a request %d: %+v", i, d)
 		}
 	}
@@ -27,7 +27,7 @@ func TestRedisOriginSharedAndFlushedOnShutdown(t *testing.T) {
 		t.Fatalf("stopping node a: %v\n%s", err, a.logs())
 	}
 	b := start(t, nil, args...)
-	if d := b.limit("rk", "shared", "u", 10, window, 0); d.Remaining != 5 {
+	if d := b.limit(rk, "shared", "u", 10, window, 0); d.Remaining != 5 {
 		t.Fatalf("node b sees remaining %d, want 5 (node a's increments were not flushed to Redis)\n%s", d.Remaining, a.logs())
 	}
 }

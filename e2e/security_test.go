@@ -90,7 +90,7 @@ const limitBody = `{"namespace":"tls","identifier":"u","limit":100,"duration":60
 // gets no API answer.
 func TestTLS(t *testing.T) {
 	p := newPKI(t)
-	n := startNode(t, p, nil, "--root-key", "tls-key:acme")
+	n := startNode(t, p, nil, "--root-key", "tls-key-0123456789:acme")
 	for _, tc := range []struct {
 		name  string
 		h2    bool
@@ -102,7 +102,7 @@ func TestTLS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n.HTTP = p.httpClient(tc.h2)
 			var d limitData
-			n.call("tls-key", "limit", limitBody).data(t, &d)
+			n.call("tls-key-0123456789", "limit", limitBody).data(t, &d)
 			if !d.Success {
 				t.Fatalf("limit over %s: %+v", tc.name, d)
 			}
@@ -133,7 +133,7 @@ func TestTLS(t *testing.T) {
 		}
 		defer conn.Close()
 		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(conn, "POST /v2/ratelimit.limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tls-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(limitBody), limitBody)
+		fmt.Fprintf(conn, "POST /v2/ratelimit.limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tls-key-0123456789\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(limitBody), limitBody)
 		got, _ := io.ReadAll(conn)
 		if strings.Contains(string(got), "requestId") || strings.Contains(string(got), "success") || strings.HasPrefix(string(got), "HTTP/1.1 200") {
 			t.Fatalf("plaintext got an API answer: %q", got)
@@ -176,7 +176,7 @@ func grepLines(s, sub string) string {
 // and over gRPC (Envoy RLS).
 func TestMutualTLS(t *testing.T) {
 	p := newPKI(t)
-	n := startNode(t, p, nil, "--tls-client-ca", p.caFile, "--root-key", "mtls-key:acme", "--rls-config", writeFile(t, "rls.yaml", rlsRules))
+	n := startNode(t, p, nil, "--tls-client-ca", p.caFile, "--root-key", "mtls-key-0123456789:acme", "--rls-config", writeFile(t, "rls.yaml", rlsRules))
 	good := p.ca.Client(t, "envoy").TLS(t)
 	stranger := testpki.NewCA(t, "other CA").Client(t, "stranger").TLS(t)
 	for _, tc := range []struct {
@@ -191,7 +191,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, h2 := range []bool{false, true} {
 				req, _ := http.NewRequest(http.MethodPost, n.URL+"/v2/ratelimit.limit", strings.NewReader(limitBody))
-				req.Header.Set("Authorization", "Bearer mtls-key")
+				req.Header.Set("Authorization", "Bearer mtls-key-0123456789")
 				req.Header.Set("Content-Type", "application/json")
 				res, err := p.httpClient(h2, tc.certs...).Do(req)
 				if err == nil {
@@ -258,8 +258,8 @@ func TestTLSReload(t *testing.T) {
 // admin listener (namespace names never on the API port), with liveness and
 // readiness.
 func TestAdminListener(t *testing.T) {
-	n := start(t, nil, "--root-key", "admin-key:acme")
-	n.limit("admin-key", "acme-secret-project", "u", 10, window, 1)
+	n := start(t, nil, "--root-key", "admin-key-0123456789:acme")
+	n.limit("admin-key-0123456789", "acme-secret-project", "u", 10, window, 1)
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/healthz", "/readyz"} {
 		r := n.do("GET", path, "", "", nil)
 		if r.Code != 404 || strings.Contains(r.Raw, "acme-secret-project") {
@@ -329,7 +329,7 @@ func TestHashedRootKey(t *testing.T) {
 	if sum := sha256.Sum256([]byte(key)); hash != hex.EncodeToString(sum[:]) {
 		t.Fatalf("sluice hash-key printed %q, want the SHA-256 of the key", hash)
 	}
-	other := hashKey(t, "e2e-other-key") // a second workspace's
+	other := hashKey(t, "e2e-other-key-0123") // a second workspace's
 	for _, tc := range []struct {
 		name string
 		env  []string

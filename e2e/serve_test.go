@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,11 +31,6 @@ func TestGracefulShutdown(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.URL+"/v2/ratelimit.limit", pr)
 	req.Header.Set("Authorization", "Bearer k")
 	req.Header.Set("Content-Type", "application/json")
-	type result struct {
-		code int
-		body string
-		err  error
-	}
 	done := make(chan result, 1)
 	go func() {
 		res, err := http.DefaultClient.Do(req)
@@ -82,6 +78,107 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// TestShutdownCutsRequestsBeforeTheFinalFlush sends a multiLimit of three
+// cold counters while the Redis origin answers nothing, so that the handler
+// waits on the origin (up to the origin timeout, 250 ms, per counter), and
+// sends SIGTERM with --shutdown-timeout 1ms: the drain times out with the
+// request running, the cut ends its context, and the limiter decides the
+// rest locally at once. The answer must reach the client (200, all three
+// admitted), and the limiter's final flush, which runs only once every
+// handler has returned, must bring the three admitted units to Redis: a
+// node started afterwards sees them. Closing the connections instead (as
+// shutdown did before the cut) loses the answer.
+func TestShutdownCutsRequestsBeforeTheFinalFlush(t *testing.T) {
+	redisAddr := testenv.RedisAddr(t)
+	proxy := testenv.NewProxy(t, redisAddr)
+	ws := fmt.Sprintf("e2e-cut-%d", time.Now().UnixNano())
+	common := []string{"--store", "sqlite", "--root-key", rk + ":" + ws}
+	a := start(t, nil, append(common, "--redis-url", "redis://"+proxy.Addr()+"/0", "--shutdown-timeout", "1ms")...)
+	slow := proxy.Latency(time.Minute) // Redis answers nothing from now on
+	ids := []string{"x", "y", "z"}
+	var checks []string
+	for _, id := range ids {
+		checks = append(checks, fmt.Sprintf(`{"namespace":"cut","identifier":%q,"limit":10,"duration":%d}`, id, window))
+	}
+	answer := post(t, a.URL+"/v2/ratelimit.multiLimit", rk, "["+strings.Join(checks, ",")+"]")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(a.metrics(), "\nsluice_http_requests_in_flight 1\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request is not in flight after 5s:\n%s", a.logs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answer
+	slow() // Redis answers again, for the final flush
+	if r.err != nil || r.code != http.StatusOK || strings.Count(r.body, `"passed":true`) != len(ids)+1 {
+		t.Fatalf("the cut request got no decision: status %d, body %q, error %v\n%s", r.code, r.body, r.err, a.logs())
+	}
+	select {
+	case <-a.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("process did not exit:\n%s", a.logs())
+	}
+	logs := a.logs()
+	if a.err != nil {
+		t.Fatalf("exit: %v\n%s", a.err, logs)
+	}
+	last := -1
+	for _, step := range []string{"drain timed out; cutting", "every request handler returned", `"msg":"stopped"`} {
+		i := strings.Index(logs, step)
+		if i <= last {
+			t.Fatalf("log lacks %q after the previous step:\n%s", step, logs)
+		}
+		last = i
+	}
+	for _, not := range []string{"still running after the cut", "closing the limiter"} {
+		if strings.Contains(logs, not) {
+			t.Fatalf("log has %q:\n%s", not, logs)
+		}
+	}
+	b := start(t, nil, append(common, "--redis-url", "redis://"+redisAddr+"/0")...)
+	for _, id := range ids {
+		if d := b.limit(rk, "cut", id, 10, window, 0); d.Remaining != 9 {
+			t.Errorf("counter %s: remaining %d on a new node, want 9 (the cut request's unit did not reach Redis)", id, d.Remaining)
+		}
+	}
+}
+
+// result is what a request sent by post got.
+type result struct {
+	code int
+	body string
+	err  error
+}
+
+// post sends body to url with root key key in the background.
+func post(t *testing.T, url, key, body string) <-chan result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	out := make(chan result, 1)
+	go func() {
+		defer cancel()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- result{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		out <- result{code: res.StatusCode, body: string(b), err: err}
+	}()
+	return out
+}
+
 // run executes the binary to completion and returns its exit code and
 // output.
 func run(t *testing.T, env []string, args ...string) (int, string) {
@@ -110,6 +207,12 @@ func TestStartupRefusals(t *testing.T) {
 		{"no key on a public address", nil, []string{"serve", "--http-addr", "0.0.0.0:0"}, "not a loopback address"},
 		{"malformed root key", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--root-key", "nocolon"}, "root key"},
 		{"malformed env root keys", []string{"SLUICE_ROOT_KEYS=a:b,broken"}, []string{"serve", "--http-addr", "127.0.0.1:0"}, "root key"},
+		{"root key of one character", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--root-key", "k:acme"}, "a root key must be at least 16 bytes"},
+		{"root key of 15 bytes in the environment", []string{"SLUICE_ROOT_KEYS=0123456789abcde:acme"}, []string{"serve", "--http-addr", "127.0.0.1:0"}, "at least 16 bytes"},
+		{"short root key in a file", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--root-key-file", writeFile(t, "keys", "# keys\nshort:acme\n")}, "line 2"},
+		{"missing root key file", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--root-key-file", "/nonexistent/keys"}, "--root-key-file"},
+		{"cluster secret of 31 bytes", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "cluster", "--cluster-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--cluster-secret", strings.Repeat("s", 31)}, "at least 32 bytes"},
+		{"max conns zero", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--max-conns", "0"}, "--max-conns"},
 		{"bad redis url", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--redis-url", "http://x"}, "--redis-url"},
 		{"origin redis without url", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "redis"}, "needs --redis-url"},
 		{"cluster origin on a public address without a secret", nil, []string{"serve", "--http-addr", "127.0.0.1:0", "--origin", "cluster", "--cluster-addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--cluster-secret"},
@@ -151,8 +254,8 @@ func TestVersion(t *testing.T) {
 // YAML file, and checks that a flag beats the environment.
 func TestConfigurationSources(t *testing.T) {
 	t.Run("env", func(t *testing.T) {
-		n := start(t, []string{"SLUICE_ROOT_KEYS=k1:acme,k2:globex", "SLUICE_REGION=eu"})
-		for _, k := range []string{"k1", "k2"} {
+		n := start(t, []string{"SLUICE_ROOT_KEYS=env-key-1-0123456789:acme,env-key-2-0123456789:globex", "SLUICE_REGION=eu"})
+		for _, k := range []string{"env-key-1-0123456789", "env-key-2-0123456789"} {
 			n.limit(k, "ns", "u", 1, window, 1)
 		}
 		if r := n.call("k3", "limit", `{"namespace":"ns","identifier":"u","limit":1,"duration":60000}`); r.Code != 401 {
@@ -163,9 +266,9 @@ func TestConfigurationSources(t *testing.T) {
 		}
 	})
 	t.Run("yaml file", func(t *testing.T) {
-		cfg := writeFile(t, "sluice.yaml", "root-key:\n  - \"file-key:acme\"\nregion: ap\noverride_refresh: 500ms\n")
+		cfg := writeFile(t, "sluice.yaml", "root-key:\n  - \"file-key-0123456789:acme\"\nregion: ap\noverride_refresh: 500ms\n")
 		n := start(t, nil, "--config", cfg)
-		n.limit("file-key", "ns", "u", 1, window, 1)
+		n.limit("file-key-0123456789", "ns", "u", 1, window, 1)
 		if !strings.Contains(n.logs(), `"region":"ap"`) {
 			t.Fatalf("region from file ignored:\n%s", n.logs())
 		}
@@ -205,14 +308,14 @@ func TestOverridesSurviveRestart(t *testing.T) {
 func TestTwoNodesShareMySQL(t *testing.T) {
 	dsn := testenv.MySQLDSN(t)
 	ws := fmt.Sprintf("e2e-%d", time.Now().UnixNano())
-	args := []string{"--mysql-dsn", dsn, "--root-key", "node-key:" + ws, "--override-refresh", "200ms"}
+	args := []string{"--mysql-dsn", dsn, "--root-key", "node-key-0123456789:" + ws, "--override-refresh", "200ms"}
 	t.Cleanup(func() { deleteWorkspace(t, dsn, ws) })
 	a := start(t, nil, args...)
 	b := start(t, nil, args...)
-	id := a.setOverride("node-key", "shared", "user_*", 77, window)
+	id := a.setOverride("node-key-0123456789", "shared", "user_*", 77, window)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		d := b.limit("node-key", "shared", "user_1", 1, window, 0)
+		d := b.limit("node-key-0123456789", "shared", "user_1", 1, window, 0)
 		if d.OverrideID == id && d.Limit == 77 {
 			break
 		}
@@ -222,7 +325,7 @@ func TestTwoNodesShareMySQL(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	var os []overrideData
-	b.call("node-key", "listOverrides", map[string]any{"namespace": "shared"}).data(t, &os)
+	b.call("node-key-0123456789", "listOverrides", map[string]any{"namespace": "shared"}).data(t, &os)
 	if len(os) != 1 || os[0].OverrideID != id {
 		t.Fatalf("node b lists %+v", os)
 	}

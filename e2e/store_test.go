@@ -81,7 +81,7 @@ func waitLimit(t *testing.T, n *node, ns, id string, within time.Duration, ok fu
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		d := n.limit("k", ns, id, 100, window, 0)
+		d := n.limit(rk, ns, id, 100, window, 0)
 		if ok(d) {
 			return d
 		}
@@ -112,7 +112,7 @@ func TestSharedStorePropagation(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			ws := fmt.Sprintf("e2e-prop-%s-%d", st.name, time.Now().UnixNano())
 			t.Cleanup(func() { st.cleanup(t, ws) })
-			flags := append(st.flags(st.upstream), "--root-key", "k:"+ws, "--override-refresh", "1m")
+			flags := append(st.flags(st.upstream), "--root-key", rk+":"+ws, "--override-refresh", "1m")
 			nodes := [2]*node{start(t, nil, flags...), start(t, nil, flags...)}
 			for _, n := range nodes {
 				if logs := n.logs(); !strings.Contains(logs, `"shared":true`) || !strings.Contains(logs, `"store":"`+st.kind+`"`) {
@@ -126,19 +126,19 @@ func TestSharedStorePropagation(t *testing.T) {
 				w, r := nodes[i%2], nodes[1-i%2]
 				id := fmt.Sprintf("user-%d", i)
 				begin := time.Now()
-				oid := w.setOverride("k", "prop", id, 1, window)
+				oid := w.setOverride(rk, "prop", id, 1, window)
 				waitLimit(t, r, "prop", id, 3*time.Second, func(d limitData) bool { return d.OverrideID == oid })
 				set = append(set, time.Since(begin))
-				if d := r.limit("k", "prop", id, 100, window, 1); !d.Success || d.Limit != 1 || d.OverrideID != oid {
+				if d := r.limit(rk, "prop", id, 100, window, 1); !d.Success || d.Limit != 1 || d.OverrideID != oid {
 					t.Fatalf("trial %d: first request under the override: %+v", i, d)
 				}
-				if d := r.limit("k", "prop", id, 100, window, 1); d.Success {
+				if d := r.limit(rk, "prop", id, 100, window, 1); d.Success {
 					t.Fatalf("trial %d: the override's limit 1 is not enforced: %+v", i, d)
 				}
 
 				begin = time.Now()
 				var empty struct{}
-				r.call("k", "deleteOverride", map[string]any{"namespace": "prop", "identifier": id}).data(t, &empty)
+				r.call(rk, "deleteOverride", map[string]any{"namespace": "prop", "identifier": id}).data(t, &empty)
 				waitLimit(t, w, "prop", id, 3*time.Second, func(d limitData) bool { return d.OverrideID == "" && d.Limit == 100 })
 				lifted = append(lifted, time.Since(begin))
 			}
@@ -154,7 +154,7 @@ func TestSharedStorePropagation(t *testing.T) {
 
 			t.Run("reads agree", func(t *testing.T) {
 				for _, id := range []string{"a_*", "b", "*c", "d*e"} {
-					nodes[0].setOverride("k", "agree", id, 5, window)
+					nodes[0].setOverride(rk, "agree", id, 5, window)
 				}
 				var views [2]string
 				for i, n := range nodes {
@@ -165,7 +165,7 @@ func TestSharedStorePropagation(t *testing.T) {
 						if cursor != "" {
 							body["cursor"] = cursor
 						}
-						r := n.call("k", "listOverrides", body)
+						r := n.call(rk, "listOverrides", body)
 						var page []overrideData
 						r.data(t, &page)
 						all = append(all, page...)
@@ -176,7 +176,7 @@ func TestSharedStorePropagation(t *testing.T) {
 					}
 					for _, o := range all {
 						var got overrideData
-						n.call("k", "getOverride", map[string]any{"namespace": "agree", "identifier": o.Identifier}).data(t, &got)
+						n.call(rk, "getOverride", map[string]any{"namespace": "agree", "identifier": o.Identifier}).data(t, &got)
 						if got != o {
 							t.Fatalf("node %d: getOverride %+v, listOverrides %+v", i, got, o)
 						}
@@ -207,21 +207,21 @@ func TestSharedStoreDown(t *testing.T) {
 			ws := fmt.Sprintf("e2e-down-%s-%d", st.name, time.Now().UnixNano())
 			t.Cleanup(func() { st.cleanup(t, ws) })
 			proxy := testenv.NewProxy(t, st.upstream)
-			key := []string{"--root-key", "k:" + ws, "--override-refresh", "1m"}
+			key := []string{"--root-key", rk + ":" + ws, "--override-refresh", "1m"}
 			a := start(t, nil, append(st.flags(proxy.Addr()), key...)...)
 			b := start(t, nil, append(st.flags(st.upstream), key...)...)
-			vip := a.setOverride("k", "api", "vip", 1, window)
+			vip := a.setOverride(rk, "api", "vip", 1, window)
 			waitLimit(t, a, "api", "vip", time.Second, func(d limitData) bool { return d.OverrideID == vip })
 
 			proxy.Down()
 			t.Run("decisions use the cached override", func(t *testing.T) {
-				if d := a.limit("k", "api", "vip", 100, window, 1); !d.Success || d.Limit != 1 || d.OverrideID != vip {
+				if d := a.limit(rk, "api", "vip", 100, window, 1); !d.Success || d.Limit != 1 || d.OverrideID != vip {
 					t.Fatalf("first request: %+v", d)
 				}
-				if d := a.limit("k", "api", "vip", 100, window, 1); d.Success {
+				if d := a.limit(rk, "api", "vip", 100, window, 1); d.Success {
 					t.Fatalf("second request passed the override's limit 1: %+v", d)
 				}
-				if d := a.limit("k", "never-seen", "u", 5, window, 1); !d.Success || d.Limit != 5 {
+				if d := a.limit(rk, "never-seen", "u", 5, window, 1); !d.Success || d.Limit != 5 {
 					t.Fatalf("a namespace the node never saw: %+v", d)
 				}
 			})
@@ -237,7 +237,7 @@ func TestSharedStoreDown(t *testing.T) {
 					{"listOverrides", "listOverrides", map[string]any{"namespace": "api"}},
 				} {
 					t.Run(tc.name, func(t *testing.T) {
-						r := a.call("k", tc.endpoint, tc.body)
+						r := a.call(rk, tc.endpoint, tc.body)
 						e := r.Body.Error
 						if r.Code != http.StatusServiceUnavailable || e == nil || e.Status != 503 ||
 							!strings.HasSuffix(e.Type, "application/service_unavailable") || !strings.Contains(e.Detail, "unreachable") {
@@ -246,15 +246,15 @@ func TestSharedStoreDown(t *testing.T) {
 					})
 				}
 			})
-			b.setOverride("k", "api", "vip", 7, window) // a misses this change
+			b.setOverride(rk, "api", "vip", 7, window) // a misses this change
 
 			proxy.Up()
 			waitLimit(t, a, "api", "vip", 10*time.Second, func(d limitData) bool { return d.OverrideID == vip && d.Limit == 7 })
 			begin := time.Now()
-			later := b.setOverride("k", "api", "later", 3, window)
+			later := b.setOverride(rk, "api", "later", 3, window)
 			waitLimit(t, a, "api", "later", time.Second, func(d limitData) bool { return d.OverrideID == later })
 			t.Logf("%s: after recovery, b's override applied on a in %v", st.name, time.Since(begin))
-			if got := a.setOverride("k", "api", "again", 2, window); got == "" {
+			if got := a.setOverride(rk, "api", "again", 2, window); got == "" {
 				t.Fatal("no override id after recovery")
 			}
 		})

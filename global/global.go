@@ -10,7 +10,9 @@
 //     and its own region's entry as a floor for its regional count.
 //   - Denial propagation: the first qualifying denial of a cell writes one
 //     row naming the cell at its originating sequence, the limit and when the
-//     row stops mattering; every node applies active rows to that exact cell.
+//     row stops mattering; every node of the other regions applies active
+//     rows to that exact cell. A region never reads back its own rows: its
+//     nodes hold its counts through its regional origin already.
 //
 // The limiter never calls a Store on the request path: publish, pull, denial
 // sync and cleanup run in the limiter's background loop, and a failing Store
@@ -113,9 +115,13 @@ type Store interface {
 	// and sequence) is left as it is: the first row wins.
 	EmitDenials(ctx context.Context, denials []Denial) error
 
-	// Denials returns the denials recorded since cursor that are still
-	// active at now (ExpiresAt > now), and the cursor for the next call.
-	Denials(ctx context.Context, cursor Cursor, now int64) ([]Denial, Cursor, error)
+	// Denials returns the denials recorded since cursor by regions other
+	// than region that are still active at now (ExpiresAt > now), and the
+	// cursor for the next call. Rows of region itself are left out (region
+	// is compared byte for byte, as in Pull): its nodes converge on its
+	// counts through its regional origin, and a row of its own applied as an
+	// import would count its usage twice.
+	Denials(ctx context.Context, region string, cursor Cursor, now int64) ([]Denial, Cursor, error)
 
 	// Cleanup deletes rows of both kinds that expired before now, at most
 	// batch rows per statement, and returns how many it deleted. Only one

@@ -9,6 +9,18 @@
 // the warm request path, never on a denial, and an Origin that fails only
 // degrades the limiter to local decisions.
 //
+// # Exactly once
+//
+// A write never says "add n": it says "writer w has counted s in this cell
+// so far" ([Delta], [Check]). A cell's total is the sum over its writers of
+// the highest count each has sent, a grow-only counter, and an origin adds
+// to the total only what a writer's count rose by. Sending the same count
+// twice, or an older count after a newer one, changes nothing, so a call
+// whose outcome is unknown (a timeout, a lost reply, a partial pipeline)
+// is simply sent again, and no increment is ever counted twice. A writer is
+// one incarnation of one cell in one limiter: its count starts at zero and
+// only grows.
+//
 // Implementations live in their own packages: [memory] for one process, redis
 // for a region sharing a Redis deployment.
 package origin
@@ -16,6 +28,9 @@ package origin
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/window"
@@ -43,12 +58,44 @@ type Cell struct {
 	Sequence int64
 }
 
-// Delta is an increment of one cell, accumulated locally and replayed to the
-// origin in one step.
+// Writer identifies one writer of a cell: one incarnation of the cell in one
+// limiter. Limiters draw writers at random, so two never share one.
+type Writer uint64
+
+// Delta is the count one writer has accumulated in one cell: every
+// increment it ever admitted there, not only the ones since its last write.
 type Delta struct {
-	Cell  Cell
-	Count int64
+	Cell   Cell
+	Writer Writer
+	// Sent is the writer's count of the cell so far (>= 0). An origin
+	// raises the writer's share of the cell to Sent and the cell's total by
+	// the difference; a Sent at or below the share already held changes
+	// nothing.
+	Sent int64
 }
+
+// ErrCells is returned, wrapped in a [*CellErrors], by [Origin.Apply] when
+// some cells failed and the others were applied.
+var ErrCells = errors.New("origin: some cells failed")
+
+// CellErrors reports the cells of an [Origin.Apply] that failed while the
+// others were applied: Failed maps the index of each failed delta to its
+// error. The totals of the failed cells are 0.
+type CellErrors struct {
+	Failed map[int]error
+}
+
+// Error implements error.
+func (e *CellErrors) Error() string {
+	if len(e.Failed) == 0 {
+		return "origin: no cell failed"
+	}
+	first := slices.Min(slices.Collect(maps.Keys(e.Failed)))
+	return fmt.Sprintf("origin: %d cells failed (delta %d: %v)", len(e.Failed), first, e.Failed[first])
+}
+
+// Unwrap makes errors.Is(err, ErrCells) hold.
+func (e *CellErrors) Unwrap() error { return ErrCells }
 
 // Counts holds the origin's totals for the current cell of a counter and the
 // one before it, the two cells a sliding-window decision reads.
@@ -64,21 +111,32 @@ type Origin interface {
 	// round trip. A cell the origin does not know counts as zero.
 	Load(ctx context.Context, key Key, seq int64) (Counts, error)
 
-	// Apply adds every delta to its cell and returns each cell's total after
-	// the addition, in the order of deltas. Applying and setting the cell's
-	// expiry (at least three windows) happen as one atomic step per cell. On
-	// error no total is returned; the caller keeps the deltas and retries.
+	// Apply raises every delta's writer share of its cell to the delta's
+	// Sent, and the cell's total by as much, and returns each cell's total
+	// after it, in the order of deltas. Raising and setting the cell's
+	// expiry (at least three windows) happen as one atomic step per cell.
+	// Apply is idempotent: the caller sends a delta again, as it is or with
+	// a higher Sent, until it succeeds. If some cells failed and the others
+	// were applied, the error wraps a [*CellErrors] naming the failed ones;
+	// on any other error no total is returned.
 	Apply(ctx context.Context, deltas []Delta) ([]int64, error)
 
 	// Decide makes the strict-mode decisions of c in one atomic step: it
-	// adds c.Pending to cell c.Seq, reads cells c.Seq and c.Seq-1, and
-	// decides each of c.Asks in order with the sliding window (its usage
-	// includes c.Imported and the asks admitted before it), adding the cost
-	// of each admitted ask to cell c.Seq. No other call on the counter's
-	// cells interleaves, so two nodes can never both spend the last unit.
-	// The expiry rule of Apply holds. On error nothing is known: the caller
-	// decides locally and keeps c.Pending for replay (which may then count
-	// twice, as a retried Apply may).
+	// raises c.Writer's share of cell c.Seq to c.Sent, as Apply does, reads
+	// cells c.Seq and c.Seq-1, and decides each of c.Asks in order with the
+	// sliding window (its usage includes c.Imported and the asks admitted
+	// before it), adding the cost of each admitted ask to cell c.Seq and to
+	// the writer's share. No other call on the counter's cells interleaves,
+	// so two nodes can never both spend the last unit. The expiry rule of
+	// Apply holds.
+	//
+	// If the writer's share was already above c.Sent, the check is stale: a
+	// later write of the writer landed first, so this call may be a late
+	// copy of one the writer gave up on, whose requests were decided
+	// elsewhere. A stale check admits nothing and says so
+	// ([Verdict.Stale]). On error nothing is known: the caller decides
+	// locally, and its next write (a higher Sent) counts each of its
+	// admissions once whether or not this call landed.
 	Decide(ctx context.Context, c Check) (Verdict, error)
 }
 
@@ -97,9 +155,10 @@ type Check struct {
 	// floor(prev * (Duration-Elapsed) / Duration).
 	Seq     int64
 	Elapsed int64
-	// Pending is what this node admitted on cell Seq and has not applied
-	// yet; it is added first, unconditionally.
-	Pending int64
+	// Writer and Sent are the writer's count of cell Seq so far (see
+	// [Delta]), raised first, unconditionally.
+	Writer Writer
+	Sent   int64
 	// Imported is the other regions' count of both cells: it takes part in
 	// the decision and is never stored.
 	Imported Counts
@@ -112,9 +171,13 @@ type Verdict struct {
 	// Admitted says, for each ask in order, whether it passed (and was
 	// added).
 	Admitted []bool
-	// Counts are the origin's totals of both cells after the step, Pending
+	// Counts are the origin's totals of both cells after the step, Sent
 	// and the admitted costs included, Imported not.
 	Counts Counts
+	// Stale reports a check whose writer's share was above its Sent: it
+	// admitted nothing. Share is the writer's share after the step.
+	Stale bool
+	Share int64
 }
 
 // Before returns the sliding-window usage of cells cur (current) and prev

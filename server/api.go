@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -83,11 +84,9 @@ func limiterError(err error, loc string) *apiError {
 	case errors.Is(err, sluice.ErrInvalidRequest):
 		return badRequest([]FieldError{{Location: loc, Message: err.Error()}})
 	case errors.Is(err, sluice.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The limiter is not available: "+err.Error())
+		return unavailable("The limiter is not available (shutting down, or the request was cut); retry later.", err)
 	default:
-		e := unexpected()
-		e.Detail = "The limiter failed: " + err.Error()
-		return e
+		return internalError(err)
 	}
 }
 
@@ -165,31 +164,51 @@ func (s *Server) multiLimit(c *call) *apiError {
 	return nil
 }
 
-// TypeStoreLimit is the problem type of a write refused by a bound of the
-// store (store.ErrLimitReached: the Redis store bounds the overrides of a
-// namespace and the namespaces of a workspace).
+// TypeStoreLimit is the problem type of a write refused by a bound on
+// growth: --max-namespaces per workspace, --max-overrides per namespace
+// (store.ErrLimitReached).
 const TypeStoreLimit = "urn:sluice:error:store_limit_reached"
 
 // storeError maps a store error: ErrNotFound becomes notFound, an
-// unreachable store or shutdown a 503, a store bound a 403 (as the
-// namespace cap), anything else a 500.
+// unreachable store or shutdown a 503, a store bound a 403, anything else a
+// 500. A 5xx names no host or query: the store's error is logged, not sent.
+//
+// A bound is answered 403, as Unkey's API answers a request it will not
+// serve whoever retries it: setOverride documents 400, 401, 403, 404 and 500
+// only, so the Unkey SDKs decode a 403 into their typed error, where a 409
+// or a 429 would be undocumented (and a 429 reads as "retry later", which
+// cannot help).
 func storeError(err error, notFound *apiError) *apiError {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound
 	case errors.Is(err, store.ErrClosed):
-		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The server is shutting down.")
+		return unavailable("The server is shutting down.", err)
 	case errors.Is(err, store.ErrUnavailable):
-		return newError(http.StatusServiceUnavailable, TypeUnavailable, "The override store is unreachable, so namespaces and overrides cannot be changed or read from it now; rate-limit decisions continue with the overrides this node already has. Retry later. ("+err.Error()+")")
+		return unavailable("The override store is unreachable, so namespaces and overrides cannot be changed or read from it now; rate-limit decisions continue with the overrides this node already has. Retry later; the error is logged with this request's id.", err)
 	case errors.Is(err, store.ErrLimitReached):
+		return limitError(err)
+	default:
+		return internalError(err)
+	}
+}
+
+// limitError is the 403 of a write refused by a bound of the store; it
+// names the bound and its value.
+func limitError(err error) *apiError {
+	var le *store.LimitError
+	if !errors.As(err, &le) {
 		e := newError(http.StatusForbidden, TypeStoreLimit, "The store refused to grow: "+err.Error()+".")
 		e.Errors = []FieldError{{Location: "body", Message: err.Error(), Fix: "Delete overrides the namespace no longer needs."}}
 		return e
-	default:
-		e := unexpected()
-		e.Detail = "The override store failed: " + err.Error()
-		return e
 	}
+	if le.Bound == store.BoundNamespaces {
+		return namespaceLimit(le.Max)
+	}
+	n := strconv.Itoa(le.Max)
+	e := newError(http.StatusForbidden, TypeStoreLimit, "This namespace has "+n+" overrides, as many as it may have (--max-overrides); a new identifier or pattern cannot be added, an existing one can be replaced.")
+	e.Errors = []FieldError{{Location: "body.identifier", Message: "would create an override beyond the namespace's limit of " + n, Fix: "Replace or delete an override of this namespace, or raise --max-overrides."}}
+	return e
 }
 
 func namespaceNotFound(ns string) *apiError {
@@ -200,12 +219,8 @@ func overrideNotFound(identifier string) *apiError {
 	return newError(http.StatusNotFound, TypeOverrideNotFound, "The namespace has no override for the identifier "+quote(identifier)+".")
 }
 
-func quote(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return "\"" + s + "\""
-}
+// quote returns s, as echo repeats it, in double quotes.
+func quote(s string) string { return "\"" + echo(s) + "\"" }
 
 func (s *Server) setOverride(c *call) *apiError {
 	in, es := decodeSetOverride(c.body)

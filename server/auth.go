@@ -17,6 +17,11 @@ var ErrInvalidRootKey = errors.New("server: invalid root key")
 // configured (allowed only on a loopback address).
 const OpenWorkspace = "default"
 
+// MinRootKeyBytes is the shortest root key accepted, in bytes: a shorter
+// one can be guessed. A key given by its hash cannot be checked; `sluice
+// hash-key` refuses to hash a shorter one.
+const MinRootKeyBytes = 16
+
 // RootKey grants its bearer access to one workspace. It holds either the
 // key itself or only its SHA-256, so that a configuration need not hold the
 // secret; both are compared the same way.
@@ -57,8 +62,9 @@ func ParseHashedRootKey(s string) (RootKey, error) {
 }
 
 // ParseRootKey parses "KEY:WORKSPACE", splitting at the last ':' so that a
-// key may itself contain ':'. Key and workspace must be non-empty, printable
-// and free of spaces; the workspace is at most 255 bytes.
+// key may itself contain ':'. Key and workspace must be printable and free
+// of spaces, the key at least MinRootKeyBytes long, the workspace 1 to 255
+// bytes. An error never quotes the key.
 func ParseRootKey(s string) (RootKey, error) {
 	i := strings.LastIndexByte(s, ':')
 	if i < 0 {
@@ -71,7 +77,8 @@ func ParseRootKey(s string) (RootKey, error) {
 	return k, nil
 }
 
-// Validate reports whether k is usable.
+// Validate reports whether k is usable: a key (at least MinRootKeyBytes
+// long) or its hash, and a workspace.
 func (k RootKey) Validate() error {
 	switch {
 	case k.Key == "" && k.SHA256 == [sha256.Size]byte{}:
@@ -86,6 +93,8 @@ func (k RootKey) Validate() error {
 		return fmt.Errorf("%w: key contains a space or non-printable character", ErrInvalidRootKey)
 	case strings.IndexFunc(k.Workspace, notToken) >= 0:
 		return fmt.Errorf("%w: workspace %q contains a space or non-printable character", ErrInvalidRootKey, k.Workspace)
+	case k.Key != "" && len(k.Key) < MinRootKeyBytes:
+		return fmt.Errorf("%w: the key of workspace %q is %d bytes long; a root key must be at least %d bytes (e.g. openssl rand -hex 32)", ErrInvalidRootKey, k.Workspace, len(k.Key), MinRootKeyBytes)
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func TestKeyring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr, err := newKeyring([]RootKey{{Key: "plain-key", Workspace: "acme"}, hashed})
+	kr, err := newKeyring([]RootKey{{Key: "plain-key-0123456789", Workspace: "acme"}, hashed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestKeyring(t *testing.T) {
 		ws           string
 		missing, ok  bool
 	}{
-		{"plaintext key", "Bearer plain-key", "acme", false, true},
+		{"plaintext key", "Bearer plain-key-0123456789", "acme", false, true},
 		{"hashed key", "Bearer hashed-key", "globex", false, true},
 		{"the hash itself is no key", "Bearer " + HashRootKey("hashed-key"), "", false, false},
 		{"unknown key", "Bearer other", "", false, false},
@@ -82,16 +82,18 @@ func TestKeyring(t *testing.T) {
 }
 
 func TestKeyringRefuses(t *testing.T) {
+	const k = "refused-key-0123456789"
 	hashed := RootKey{Workspace: "acme"}
-	copy(hashed.SHA256[:], mustHex(t, HashRootKey("k")))
+	copy(hashed.SHA256[:], mustHex(t, HashRootKey(k)))
 	for _, tc := range []struct {
 		name string
 		keys []RootKey
 	}{
-		{"the same key twice", []RootKey{{Key: "k", Workspace: "a"}, {Key: "k", Workspace: "b"}}},
-		{"a key and its hash", []RootKey{{Key: "k", Workspace: "a"}, hashed}},
-		{"key and hash in one", []RootKey{{Key: "k", SHA256: hashed.SHA256, Workspace: "a"}}},
+		{"the same key twice", []RootKey{{Key: k, Workspace: "a"}, {Key: k, Workspace: "b"}}},
+		{"a key and its hash", []RootKey{{Key: k, Workspace: "a"}, hashed}},
+		{"key and hash in one", []RootKey{{Key: k, SHA256: hashed.SHA256, Workspace: "a"}}},
 		{"neither key nor hash", []RootKey{{Workspace: "a"}}},
+		{"a key shorter than MinRootKeyBytes", []RootKey{{Key: k[:MinRootKeyBytes-1], Workspace: "a"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := newKeyring(tc.keys); !errors.Is(err, ErrInvalidRootKey) {
@@ -134,7 +136,7 @@ func (s *syncBuffer) String() string {
 func TestAuthFailures(t *testing.T) {
 	var logs syncBuffer
 	reg := prometheus.NewRegistry()
-	s := newServerWith(t, Config{RootKeys: []RootKey{{Key: "good-key", Workspace: "acme"}}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	s := newServerWith(t, Config{RootKeys: []RootKey{{Key: "good-key-0123456789", Workspace: "acme"}}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	// newServerWith sets its own metrics; count into reg instead.
 	m := NewMetrics(reg)
 	s.authFail.metrics = m
@@ -158,7 +160,7 @@ func TestAuthFailures(t *testing.T) {
 	if r := do(t, h, "POST", "/v2/ratelimit.limit", "Bearer wrong-key-x", "application/json", body); r.code != 401 {
 		t.Fatalf("wrong key: %d", r.code)
 	}
-	if r := do(t, h, "POST", "/v2/ratelimit.limit", "Bearer good-key", "application/json", body); r.code != 200 {
+	if r := do(t, h, "POST", "/v2/ratelimit.limit", "Bearer good-key-0123456789", "application/json", body); r.code != 200 {
 		t.Fatalf("good key: %d %s", r.code, r.raw)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")

@@ -59,11 +59,18 @@ type listInput struct {
 	Limit     int
 }
 
-// errs collects field errors.
+// errs collects field errors: at most MaxFieldErrors+1, so that a 400 can
+// tell that more were found than it lists while a body of a million errors
+// costs no more than one of twenty-one.
 type errs []FieldError
 
+// full reports whether e holds as many errors as it keeps.
+func (e errs) full() bool { return len(e) > MaxFieldErrors }
+
 func (e *errs) add(loc, msg, fix string) {
-	*e = append(*e, FieldError{Location: loc, Message: msg, Fix: fix})
+	if !e.full() {
+		*e = append(*e, FieldError{Location: loc, Message: msg, Fix: fix})
+	}
 }
 
 // decoder reads one request body with a [scanner] and collects the errors
@@ -113,26 +120,31 @@ func (o *object) path() string {
 // field is the location of member i.
 func (o *object) field(i int) string { return o.path() + "." + o.names[i] }
 
-// lookup returns the index of the member name raw (escaped or not) and the
-// name itself; the index is -1 for an unknown name. Names match exactly,
-// case included.
-func (o *object) lookup(raw []byte, escaped bool) (int, string) {
-	if !escaped {
-		for i, n := range o.names {
-			if string(raw) == n {
-				return i, n
-			}
+// lookup returns the index of the member name raw (escaped or not), or -1
+// for an unknown name. Names match exactly, case included.
+func (o *object) lookup(raw []byte, escaped bool) int {
+	name := raw
+	if escaped {
+		s, _ := unescape(raw)
+		name = []byte(s)
+	}
+	for i, n := range o.names {
+		if string(name) == n {
+			return i
 		}
-		return -1, strings.ToValidUTF8(string(raw), "\uFFFD")
+	}
+	return -1
+}
+
+// unknownName returns the unknown member name raw (escaped or not) as an
+// error repeats it (see echo).
+func unknownName(raw []byte, escaped bool) string {
+	if !escaped {
+		// echo keeps at most MaxEchoBytes bytes; a few more tell it to cut.
+		return echo(string(raw[:min(len(raw), MaxEchoBytes+utf8.UTFMax)]))
 	}
 	name, _ := unescape(raw)
-	name = strings.ToValidUTF8(name, "\uFFFD")
-	for i, n := range o.names {
-		if name == n {
-			return i, n
-		}
-	}
-	return -1, name
+	return echo(name)
 }
 
 // open reads the '{' of o. Any other value is passed over and, if it is
@@ -186,10 +198,12 @@ func (d *decoder) next(o *object) (int, bool) {
 			return 0, false
 		}
 		d.pos++
-		i, name := o.lookup(raw, escaped)
+		i := o.lookup(raw, escaped)
 		switch {
 		case i < 0:
-			d.errs.add(o.path()+"."+name, "is not a known field", "Remove it; allowed fields: "+strings.Join(o.names, ", ")+".")
+			if !d.errs.full() {
+				d.errs.add(o.path()+"."+unknownName(raw, escaped), "is not a known field", "Remove it; allowed fields: "+strings.Join(o.names, ", ")+".")
+			}
 		case o.seen&(1<<i) != 0:
 			d.errs.add(o.field(i), "appears more than once", "Send each field once.")
 		default:

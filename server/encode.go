@@ -102,13 +102,28 @@ func appendOK(b []byte, id string, data []byte, page *pagination) []byte {
 	return append(b, "}\n"...)
 }
 
-// appendError appends the error body of e.
+// Bounds of the strings of an error body, in bytes of JSON, quotes and
+// escapes included: with at most MaxFieldErrors entries they keep an error
+// body within MaxErrorBodyBytes, which appendError enforces in any case.
+const (
+	maxDetailJSON = 1024
+	maxFieldJSON  = 512
+)
+
+// errorTail ends an error body.
+const errorTail = "}}\n"
+
+// appendError appends the error body of e: at most MaxErrorBodyBytes, its
+// detail and the strings of its errors cut (ending with "…") to their
+// bounds, and its errors list cut where one more entry would pass the
+// bound.
 func appendError(b []byte, id string, e *apiError) []byte {
+	start := len(b)
 	b = appendMeta(b, id)
 	b = append(b, `,"error":{"title":`...)
 	b = appendString(b, e.Title)
 	b = append(b, `,"detail":`...)
-	b = appendString(b, e.Detail)
+	b = appendStringMax(b, e.Detail, maxDetailJSON)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, `,"type":`...)
@@ -116,22 +131,66 @@ func appendError(b []byte, id string, e *apiError) []byte {
 	if len(e.Errors) > 0 {
 		b = append(b, `,"errors":[`...)
 		for i, fe := range e.Errors {
+			mark := len(b)
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, `{"location":`...)
-			b = appendString(b, fe.Location)
+			b = appendStringMax(b, fe.Location, maxFieldJSON)
 			b = append(b, `,"message":`...)
-			b = appendString(b, fe.Message)
+			b = appendStringMax(b, fe.Message, maxFieldJSON)
 			if fe.Fix != "" {
 				b = append(b, `,"fix":`...)
-				b = appendString(b, fe.Fix)
+				b = appendStringMax(b, fe.Fix, maxFieldJSON)
 			}
 			b = append(b, '}')
+			if len(b)-start+len("]"+errorTail) > MaxErrorBodyBytes {
+				b = b[:mark]
+				break
+			}
 		}
 		b = append(b, ']')
 	}
-	return append(b, "}}\n"...)
+	return append(b, errorTail...)
+}
+
+// appendStringMax appends s as appendString does if that takes at most limit
+// bytes (limit >= 8); else the longest prefix of s whose JSON, followed by
+// "…", fits in limit bytes.
+func appendStringMax(b []byte, s string, limit int) []byte {
+	start := len(b)
+	b = appendString(b, s)
+	if len(b)-start <= limit {
+		return b
+	}
+	b = b[:start]
+	budget := limit - len(`"…"`)
+	n := 0 // the bytes of s kept
+	for n < len(s) {
+		r, size := utf8.DecodeRuneInString(s[n:])
+		w := jsonLen(r, size)
+		if w > budget {
+			break
+		}
+		budget -= w
+		n += size
+	}
+	b = appendString(b, s[:n]+"…")
+	return b
+}
+
+// jsonLen is the length in appendString's output of the rune r, of size
+// bytes in its input.
+func jsonLen(r rune, size int) int {
+	switch {
+	case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+		return len(`\ufffd`)
+	case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20:
+		return len(`\u0000`)
+	}
+	return size
 }
 
 // appendJSON appends the JSON of limit's data.

@@ -54,7 +54,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		{"page with cursor", appendOK(nil, id, []byte(`[]`), &pagination{Cursor: "YQ", HasMore: true}), okRef{Meta: metaRef{id}, Data: []int{}, Pagination: &pagination{Cursor: "YQ", HasMore: true}}},
 		{"last page", appendOK(nil, id, []byte(`[]`), &pagination{}), okRef{Meta: metaRef{id}, Data: []int{}, Pagination: &pagination{}}},
 		{"error with errors", appendError(nil, id, e), errorRef{Meta: metaRef{id}, Error: e}},
-		{"error without errors", appendError(nil, id, unexpected()), errorRef{Meta: metaRef{id}, Error: unexpected()}},
+		{"error without errors", appendError(nil, id, internalError(nil)), errorRef{Meta: metaRef{id}, Error: internalError(nil)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if want := marshal(t, tc.want); string(tc.got) != want {

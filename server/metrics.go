@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,8 @@ type Metrics struct {
 	backlog     prometheus.Gauge
 	cells       prometheus.Gauge
 	evicted     prometheus.Counter
+	evictedBy   *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
 	authFails   *prometheus.CounterVec
 
 	// labels is a read-only snapshot of the namespace labels' counters
@@ -81,6 +84,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		cells: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_cells_live", Help: "Counter cells kept in memory after the last janitor sweep.",
 		}),
+		evictedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_cells_evicted_by_tenant_total",
+			Help: "Counter cells evicted because memory was full or a tenant was over its cap, by tenant class (workspace: an HTTP API workspace; rls: an Envoy RLS domain).",
+		}, []string{"class"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_replay_dropped_increments_total",
+			Help: "Accepted increments given up on before the origin confirmed them, by reason (expired, refused, close).",
+		}, []string{"reason"}),
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_cells_evicted_total", Help: "Counter cells evicted by the janitor.",
 		}),
@@ -93,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.authFails.WithLabelValues(AuthMissing)
 	m.authFails.WithLabelValues(AuthUnknownKey)
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.decisions, m.storeUp, m.storeReload,
-		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.authFails)
+		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.evictedBy, m.dropped, m.authFails)
 	return m
 }
 
@@ -243,4 +254,19 @@ func (m *Metrics) ReplayBacklog(cells int64) { m.backlog.Set(float64(cells)) }
 func (m *Metrics) Swept(live, evicted int) {
 	m.cells.Set(float64(live))
 	m.evicted.Add(float64(evicted))
+}
+
+// Evicted implements [sluice.Observer]. An Envoy RLS domain's workspace
+// holds a space, which no HTTP API workspace may (see package rls).
+func (m *Metrics) Evicted(workspace string, cells int) {
+	class := "workspace"
+	if strings.Contains(workspace, " ") {
+		class = "rls"
+	}
+	m.evictedBy.WithLabelValues(class).Add(float64(cells))
+}
+
+// Dropped implements [sluice.Observer].
+func (m *Metrics) Dropped(reason sluice.DropReason, _ int, increments int64) {
+	m.dropped.WithLabelValues(string(reason)).Add(float64(increments))
 }

@@ -109,7 +109,7 @@ func (n *namespaces) ensure(ctx context.Context, workspace, name string) (store.
 		}
 		return cr.ns, nil
 	case <-ctx.Done():
-		return store.Namespace{}, newError(http.StatusServiceUnavailable, TypeUnavailable, "The namespace store did not answer in time: "+ctx.Err().Error())
+		return store.Namespace{}, unavailable("The namespace store did not answer in time; retry later.", context.Cause(ctx))
 	}
 }
 
@@ -161,5 +161,5 @@ func namespaceLimit(maxPerWorkspace int) *apiError {
 }
 
 func shuttingDown() *apiError {
-	return newError(http.StatusServiceUnavailable, TypeUnavailable, "The server is shutting down.")
+	return unavailable("The server is shutting down.", nil)
 }

@@ -13,23 +13,24 @@ func limitBody(namespace string) string {
 // namespace beyond the cap of its workspace gets a 403 with Unkey's error
 // body, while existing namespaces and other workspaces keep working.
 func TestNamespaceCap(t *testing.T) {
+	const keyA, keyB = "key-of-workspace-a", "key-of-workspace-b"
 	s := newServerWith(t, Config{
 		MaxNamespaces: 2,
-		RootKeys:      []RootKey{{Key: "ka", Workspace: "a"}, {Key: "kb", Workspace: "b"}},
+		RootKeys:      []RootKey{{Key: keyA, Workspace: "a"}, {Key: keyB, Workspace: "b"}},
 	})
 	h := s.Handler()
 	for _, tc := range []struct {
 		name, key, path, body string
 		code                  int
 	}{
-		{"first namespace", "ka", "/v2/ratelimit.limit", limitBody("one"), 200},
-		{"second namespace", "ka", "/v2/ratelimit.limit", limitBody("two"), 200},
-		{"third namespace is refused", "ka", "/v2/ratelimit.limit", limitBody("three"), 403},
-		{"an existing namespace still works", "ka", "/v2/ratelimit.limit", limitBody("one"), 200},
-		{"multiLimit is refused too", "ka", "/v2/ratelimit.multiLimit", "[" + limitBody("one") + "," + limitBody("four") + "]", 403},
-		{"setOverride is refused too", "ka", "/v2/ratelimit.setOverride", `{"namespace":"five","identifier":"i","limit":1,"duration":1000}`, 403},
-		{"setOverride in an existing namespace works", "ka", "/v2/ratelimit.setOverride", `{"namespace":"two","identifier":"i","limit":1,"duration":1000}`, 200},
-		{"another workspace has its own cap", "kb", "/v2/ratelimit.limit", limitBody("three"), 200},
+		{"first namespace", keyA, "/v2/ratelimit.limit", limitBody("one"), 200},
+		{"second namespace", keyA, "/v2/ratelimit.limit", limitBody("two"), 200},
+		{"third namespace is refused", keyA, "/v2/ratelimit.limit", limitBody("three"), 403},
+		{"an existing namespace still works", keyA, "/v2/ratelimit.limit", limitBody("one"), 200},
+		{"multiLimit is refused too", keyA, "/v2/ratelimit.multiLimit", "[" + limitBody("one") + "," + limitBody("four") + "]", 403},
+		{"setOverride is refused too", keyA, "/v2/ratelimit.setOverride", `{"namespace":"five","identifier":"i","limit":1,"duration":1000}`, 403},
+		{"setOverride in an existing namespace works", keyA, "/v2/ratelimit.setOverride", `{"namespace":"two","identifier":"i","limit":1,"duration":1000}`, 200},
+		{"another workspace has its own cap", keyB, "/v2/ratelimit.limit", limitBody("three"), 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := do(t, h, "POST", tc.path, "Bearer "+tc.key, "application/json", tc.body)

@@ -195,7 +195,7 @@ func New(cfg Config) (*Server, error) {
 		}))
 	}
 	s.mux.Handle("/", s.wrap("not_found", "", "", func(x *exchange, r *http.Request) {
-		s.writeError(x, newError(http.StatusNotFound, TypeRouteNotFound, "No endpoint "+r.Method+" "+r.URL.Path+"."))
+		s.writeError(x, newError(http.StatusNotFound, TypeRouteNotFound, "No endpoint "+echo(r.Method)+" "+echo(r.URL.Path)+"."))
 	}))
 	return s, nil
 }
@@ -234,9 +234,7 @@ type call struct {
 func (c *call) setData(v any) *apiError {
 	b, err := appendMarshal(c.data[:0], v)
 	if err != nil { // cannot happen with the types of this package
-		e := unexpected()
-		e.Detail = "Encoding the response failed: " + err.Error()
-		return e
+		return internalError(fmt.Errorf("server: encoding the response: %w", err))
 	}
 	c.data = b
 	return nil
@@ -358,13 +356,13 @@ func (s *Server) wrap(endpoint, route, method string, h func(x *exchange, r *htt
 				}
 				s.logPanic(x.id, endpoint, v)
 				if x.code == 0 {
-					s.writeError(x, unexpected())
+					s.writeError(x, internalError(nil))
 				}
 			}
 		}()
 		if method != "" && r.Method != method && (method != http.MethodGet || r.Method != http.MethodHead) {
 			x.Header().Set("Allow", method)
-			s.writeError(x, newError(http.StatusMethodNotAllowed, TypeMethodNotAllowed, endpoint+" accepts "+method+" only, not "+r.Method+"."))
+			s.writeError(x, newError(http.StatusMethodNotAllowed, TypeMethodNotAllowed, endpoint+" accepts "+method+" only, not "+echo(r.Method)+"."))
 			return
 		}
 		h(x, r)
@@ -405,9 +403,7 @@ func (s *Server) route(path string, h apiHandler) {
 		if span != nil {
 			span.SetAttributes(AttrWorkspace.String(ws))
 		}
-		if !isJSON(r.Header.Get("Content-Type")) {
-			e := newError(http.StatusUnsupportedMediaType, TypeUnsupportedMedia, "Send the body as Content-Type: application/json.")
-			e.Errors = []FieldError{{Location: "header.Content-Type", Message: "must be application/json", Fix: "Set Content-Type: application/json."}}
+		if e := checkContentType(r.Header.Get("Content-Type")); e != nil {
 			s.writeError(x, e)
 			return
 		}
@@ -420,7 +416,7 @@ func (s *Server) route(path string, h apiHandler) {
 		x.data = c.data
 		if e != nil {
 			if e.Status >= 500 {
-				s.cfg.Logger.Error("server: request failed", "requestId", x.id, "endpoint", endpoint, "workspace", ws, "detail", e.Detail)
+				s.cfg.Logger.Error("server: request failed", "requestId", x.id, "endpoint", endpoint, "workspace", ws, "status", e.Status, "err", e.cause)
 			}
 			s.writeError(x, e)
 			return
@@ -450,15 +446,27 @@ func (s *Server) authenticate(x *exchange, r *http.Request, endpoint string) (st
 	return "", false
 }
 
-// isJSON reports whether the Content-Type value ct is application/json,
-// with or without parameters.
-func isJSON(ct string) bool {
+// checkContentType returns nil if the Content-Type value ct is
+// application/json whose charset, if given, is UTF-8 ("utf-8" or "utf8",
+// in any case), else the 415 to answer: the body is always read as UTF-8,
+// so a body declared in another charset is refused rather than misread.
+func checkContentType(ct string) *apiError {
 	const want = "application/json"
 	if strings.EqualFold(ct, want) {
-		return true
+		return nil
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == want
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != want {
+		e := newError(http.StatusUnsupportedMediaType, TypeUnsupportedMedia, "Send the body as Content-Type: application/json.")
+		e.Errors = []FieldError{{Location: "header.Content-Type", Message: "must be application/json", Fix: "Set Content-Type: application/json."}}
+		return e
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		e := newError(http.StatusUnsupportedMediaType, TypeUnsupportedMedia, "Send the body in UTF-8: the charset "+quote(cs)+" is not supported.")
+		e.Errors = []FieldError{{Location: "header.Content-Type", Message: "has the charset " + quote(cs) + "; only utf-8 is supported", Fix: "Send UTF-8 and set Content-Type: application/json (or application/json; charset=utf-8)."}}
+		return e
+	}
+	return nil
 }
 
 // Answers to bodies larger than MaxBodyBytes: after the 413 the connection is

@@ -190,22 +190,22 @@ func TestMultiLimitMalformed(t *testing.T) {
 }
 
 func TestTransportErrors(t *testing.T) {
-	h := newTestServer(t, RootKey{Key: "k1", Workspace: "acme"}).Handler()
+	h := newTestServer(t, RootKey{Key: "transport-key-0001", Workspace: "acme"}).Handler()
 	body := `{"namespace":"n","identifier":"i","limit":1,"duration":60000}`
 	for _, tc := range []struct {
 		name, method, path, auth, ct, body string
 		code                               int
 	}{
-		{"ok", "POST", "/v2/ratelimit.limit", "Bearer k1", "application/json", body, 200},
-		{"ok lowercase bearer and charset", "POST", "/v2/ratelimit.limit", "bearer k1", "application/json; charset=utf-8", body, 200},
+		{"ok", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "application/json", body, 200},
+		{"ok lowercase bearer and charset", "POST", "/v2/ratelimit.limit", "bearer transport-key-0001", "application/json; charset=utf-8", body, 200},
 		{"no auth", "POST", "/v2/ratelimit.limit", "", "application/json", body, 401},
-		{"unknown key", "POST", "/v2/ratelimit.limit", "Bearer k2", "application/json", body, 401},
+		{"unknown key", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0002", "application/json", body, 401},
 		{"basic auth", "POST", "/v2/ratelimit.limit", "Basic azE6", "application/json", body, 401},
-		{"wrong method", "GET", "/v2/ratelimit.limit", "Bearer k1", "", "", 405},
-		{"no content type", "POST", "/v2/ratelimit.limit", "Bearer k1", "", body, 415},
-		{"form content type", "POST", "/v2/ratelimit.limit", "Bearer k1", "application/x-www-form-urlencoded", body, 415},
-		{"too large", "POST", "/v2/ratelimit.limit", "Bearer k1", "application/json", `{"namespace":"` + strings.Repeat("a", 1<<20) + `"}`, 413},
-		{"unknown route", "POST", "/v2/ratelimit.nope", "Bearer k1", "application/json", body, 404},
+		{"wrong method", "GET", "/v2/ratelimit.limit", "Bearer transport-key-0001", "", "", 405},
+		{"no content type", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "", body, 415},
+		{"form content type", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "application/x-www-form-urlencoded", body, 415},
+		{"too large", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "application/json", `{"namespace":"` + strings.Repeat("a", 1<<20) + `"}`, 413},
+		{"unknown route", "POST", "/v2/ratelimit.nope", "Bearer transport-key-0001", "application/json", body, 404},
 		{"liveness", "GET", "/v2/liveness", "", "", "", 200},
 		{"liveness post", "POST", "/v2/liveness", "", "", "", 405},
 		{"metrics", "GET", "/metrics", "", "", "", 200},
@@ -228,8 +228,9 @@ func TestParseRootKey(t *testing.T) {
 		key, ws   string
 		wantError bool
 	}{
-		{"simple", "k:acme", "k", "acme", false},
-		{"colon in key splits at last", "sk:live:abc:acme", "sk:live:abc", "acme", false},
+		{"simple", "key-0123456789ab:acme", "key-0123456789ab", "acme", false},
+		{"colon in key splits at last", "sk:live:0123456789:acme", "sk:live:0123456789", "acme", false},
+		{"key of 15 bytes", "key-0123456789a:acme", "", "", true},
 		{"no colon", "k", "", "", true},
 		{"empty key", ":acme", "", "", true},
 		{"empty workspace", "k:", "", "", true},
@@ -240,6 +241,9 @@ func TestParseRootKey(t *testing.T) {
 			if tc.wantError {
 				if !errors.Is(err, ErrInvalidRootKey) {
 					t.Fatalf("err = %v, want ErrInvalidRootKey", err)
+				}
+				if i := strings.LastIndexByte(tc.in, ':'); i >= 4 && strings.Contains(err.Error(), tc.in[:i]) {
+					t.Fatalf("the error quotes the key: %v", err)
 				}
 				return
 			}

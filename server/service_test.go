@@ -21,7 +21,7 @@ func TestServices(t *testing.T) {
 	const path = "/pkg.Service/Method"
 	s := newServerWith(t, Config{
 		TracerProvider: tp,
-		RootKeys:       []RootKey{{Key: "k", Workspace: "w"}},
+		RootKeys:       []RootKey{{Key: "service-test-key-01", Workspace: "w"}},
 		Services: map[string]http.Handler{
 			path: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Header.Get("X-Panic") != "" {

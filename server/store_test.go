@@ -15,17 +15,21 @@ import (
 
 // memStore is a store.Store in memory, so that the API's tests need no
 // database. Until release is closed (if set), EnsureNamespace blocks, as a
-// slow store would.
+// slow store would. It holds at most maxOverrides overrides per namespace.
 type memStore struct {
-	release chan struct{}
+	release      chan struct{}
+	maxOverrides int
 
 	mu         sync.Mutex
 	namespaces []store.Namespace
 	overrides  map[string]store.Override // by namespace ID + "\x00" + identifier
+	counts     map[string]int            // overrides by namespace ID
 	closed     bool
 }
 
-func newMemStore() *memStore { return &memStore{overrides: make(map[string]store.Override)} }
+func newMemStore() *memStore {
+	return &memStore{overrides: make(map[string]store.Override), counts: make(map[string]int), maxOverrides: store.DefaultMaxOverrides}
+}
 
 func (m *memStore) lock() error {
 	m.mu.Lock()
@@ -99,6 +103,10 @@ func (m *memStore) SetOverride(_ context.Context, o store.Override) (store.Overr
 	o.ID, o.CreatedAt, o.UpdatedAt = store.NewID(store.OverrideIDPrefix), now, now
 	if old, ok := m.overrides[k]; ok {
 		o.ID, o.CreatedAt = old.ID, old.CreatedAt
+	} else if m.counts[o.NamespaceID] >= m.maxOverrides {
+		return store.Override{}, fmt.Errorf("memstore: %w", &store.LimitError{Bound: store.BoundOverrides, Max: m.maxOverrides})
+	} else {
+		m.counts[o.NamespaceID]++
 	}
 	m.overrides[k] = o
 	return o, nil
@@ -141,6 +149,7 @@ func (m *memStore) DeleteOverride(_ context.Context, workspace, namespaceID, ide
 		return fmt.Errorf("override %q: %w", identifier, store.ErrNotFound)
 	}
 	delete(m.overrides, k)
+	m.counts[namespaceID]--
 	return nil
 }
 
@@ -174,4 +183,7 @@ func (m *memStore) Close() error {
 // TestMemStore runs the store conformance suite against the tests' store.
 func TestMemStore(t *testing.T) {
 	storetest.Run(t, newMemStore(), "ws")
+	capped := newMemStore()
+	capped.maxOverrides = 3
+	storetest.RunCap(t, capped, "ws", 3)
 }

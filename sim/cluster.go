@@ -113,10 +113,10 @@ func (n *node) startCluster() (*cluster.Origin, error) {
 // one ring, then has each hand the cells that moved to their new owners,
 // in node order.
 func setMembers(region []*node) {
-	addrs := map[string]string{}
+	addrs := map[string]cluster.Member{}
 	for _, n := range region {
 		if n.alive && n.co != nil {
-			addrs[n.id] = "http://" + n.host()
+			addrs[n.id] = cluster.Member{RPC: "http://" + n.host(), Incarnation: n.co.Incarnation()}
 		}
 	}
 	for _, n := range region {

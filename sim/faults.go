@@ -224,11 +224,11 @@ func (f *faultyGlobal) EmitDenials(ctx context.Context, denials []global.Denial)
 }
 
 // Denials implements [global.Store].
-func (f *faultyGlobal) Denials(ctx context.Context, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
 	if f.call(ctx) {
 		return nil, cursor, global.ErrUnavailable
 	}
-	return f.Store.Denials(ctx, cursor, now)
+	return f.Store.Denials(ctx, region, cursor, now)
 }
 
 // Cleanup implements [global.Store].
@@ -237,6 +237,27 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 		return 0, global.ErrUnavailable
 	}
 	return f.Store.Cleanup(ctx, now, batch)
+}
+
+// scheduleOutages returns the outages of s's faults for a run from start:
+// those of each region's origin, and those of the global store.
+func scheduleOutages(s Scenario, start int64) ([]outages, outages) {
+	origins := make([]outages, s.Regions)
+	var global outages
+	for _, f := range s.Faults {
+		iv := [2]int64{start + f.At.Milliseconds(), start + f.Until.Milliseconds()}
+		switch f.Kind {
+		case OriginOutage:
+			for r := range s.Regions {
+				if len(f.Regions) == 0 || slices.Contains(f.Regions, r) {
+					origins[r] = append(origins[r], iv)
+				}
+			}
+		case GlobalOutage:
+			global = append(global, iv)
+		}
+	}
+	return origins, global
 }
 
 // changeKind names what happens to a node at a scheduled time.

@@ -223,128 +223,179 @@ var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#
 // over identifiers, of each node (or region), their total and the exact
 // model, against the limit line, with axes, a legend and a title.
 func (r Result) WriteSVG(w io.Writer) error {
-	var b bytes.Buffer
-	n := len(r.ReferenceSeries)
-	ids := float64(max(r.Identifiers, 1))
-	total := make([]float64, n)
+	c := newChart(r)
+	c.heading()
+	c.axes()
+	c.faults()
+	c.plot()
+	c.legend()
+	c.b.WriteString("</svg>\n")
+	if _, err := w.Write(c.b.Bytes()); err != nil {
+		return fmt.Errorf("sim: writing the chart of %s: %w", r.Scenario, err)
+	}
+	return nil
+}
+
+// chart is the SVG of one Result being drawn: the scale of its plot, and
+// the text so far.
+type chart struct {
+	b     bytes.Buffer
+	r     Result
+	n     int       // windows
+	ids   float64   // identifiers, at least 1: the chart shows means over them
+	total []float64 // the mean admitted per window, all nodes or regions together
+	step  float64   // between the y ticks
+	yMax  float64   // the top of the y axis
+}
+
+// newChart returns an empty chart of r, its y axis scaled to show the
+// limit, the total and the model with room to spare, in round ticks.
+func newChart(r Result) *chart {
+	c := &chart{r: r, n: len(r.ReferenceSeries), ids: float64(max(r.Identifiers, 1))}
+	c.total = make([]float64, c.n)
 	for _, s := range r.Series {
 		for i, v := range s.Admitted {
-			total[i] += float64(v) / ids
+			c.total[i] += float64(v) / c.ids
 		}
 	}
 	top := float64(r.Limit)
-	for i := range n {
-		top = max(top, total[i], float64(r.ReferenceSeries[i])/ids)
+	for i := range c.n {
+		top = max(top, c.total[i], float64(r.ReferenceSeries[i])/c.ids)
 	}
-	step := niceStep(top * 1.15 / 5)
-	yMax := math.Ceil(top*1.15/step) * step
-	x := func(i int) float64 { return plotL + (float64(i)+0.5)*(plotR-plotL)/float64(n) }
-	y := func(v float64) float64 { return plotB - v/yMax*(plotB-plotT) }
+	c.step = niceStep(top * 1.15 / 5)
+	c.yMax = math.Ceil(top*1.15/c.step) * c.step
+	return c
+}
 
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + svgHeader + "\n")
-	fmt.Fprintf(&b, "<title>%s</title>\n<desc>%s</desc>\n", esc(r.Scenario+": admitted per window against the limit"), esc(r.Description))
-	fmt.Fprintf(&b, `<rect width="%g" height="%g" fill="#ffffff"/>`+"\n", svgW, svgH)
-	fmt.Fprintf(&b, `<text x="%g" y="28" font-size="18" font-weight="bold">%s</text>`+"\n", plotL, esc(r.Scenario+": admitted per window vs. the limit"))
-	who := "nodes"
-	if r.Regions > 1 {
-		who = "regions"
+// x returns the abscissa of the middle of window i.
+func (c *chart) x(i int) float64 { return plotL + (float64(i)+0.5)*(plotR-plotL)/float64(c.n) }
+
+// y returns the ordinate of the value v.
+func (c *chart) y(v float64) float64 { return plotB - v/c.yMax*(plotB-plotT) }
+
+// means returns vals, admissions per window, as means over the identifiers.
+func (c *chart) means(vals []int64) []float64 {
+	out := make([]float64, c.n)
+	for i, v := range vals {
+		out[i] = float64(v) / c.ids
 	}
+	return out
+}
+
+// heading writes the start of the document: its title and description,
+// the background, and the chart's title and subtitle.
+func (c *chart) heading() {
+	r := c.r
+	c.b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + svgHeader + "\n")
+	fmt.Fprintf(&c.b, "<title>%s</title>\n<desc>%s</desc>\n", esc(r.Scenario+": admitted per window against the limit"), esc(r.Description))
+	fmt.Fprintf(&c.b, `<rect width="%g" height="%g" fill="#ffffff"/>`+"\n", svgW, svgH)
+	fmt.Fprintf(&c.b, `<text x="%g" y="28" font-size="18" font-weight="bold">%s</text>`+"\n", plotL, esc(r.Scenario+": admitted per window vs. the limit"))
 	band := ""
 	if r.Band != nil {
 		band = " (band " + r.Band.String() + ")"
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="50" font-size="12" fill="#444444">%s</text>`+"\n", plotL, esc(fmt.Sprintf(
+	fmt.Fprintf(&c.b, `<text x="%g" y="50" font-size="12" fill="#444444">%s</text>`+"\n", plotL, esc(fmt.Sprintf(
 		"%s, %s× the limit, mean of %d identifiers; over-admission %s%%%s",
 		topology(r), fmtNum(r.Load), r.Identifiers, fmtPct(r.OverPct), band)))
+}
 
-	// Grid, y ticks and axes.
-	for v := 0.0; v <= yMax+step/2; v += step {
-		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", plotL, y(v), plotR, y(v), gridColor)
-		fmt.Fprintf(&b, `<text x="%g" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", plotL-8, y(v)+4, fmtNum(v))
+// axes writes the grid with the y ticks, the window numbers (about 12 at
+// most), the axes and their titles.
+func (c *chart) axes() {
+	for v := 0.0; v <= c.yMax+c.step/2; v += c.step {
+		fmt.Fprintf(&c.b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", plotL, c.y(v), plotR, c.y(v), gridColor)
+		fmt.Fprintf(&c.b, `<text x="%g" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", plotL-8, c.y(v)+4, fmtNum(v))
 	}
-	every := 1 // label at most about 12 windows
-	for n/every > 12 {
+	every := 1
+	for c.n/every > 12 {
 		every = int(niceStep(float64(every) + 1))
 	}
-	for i := range n {
+	for i := range c.n {
 		if (i+1)%every == 0 || every == 1 {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="12" text-anchor="middle">%d</text>`+"\n", x(i), plotB+18, i+1)
+			fmt.Fprintf(&c.b, `<text x="%.1f" y="%g" font-size="12" text-anchor="middle">%d</text>`+"\n", c.x(i), plotB+18, i+1)
 		}
 	}
-	fmt.Fprintf(&b, `<polyline points="%g,%g %g,%g %g,%g" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", plotL, plotT, plotL, plotB, plotR, plotB, axisColor)
-	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="13" text-anchor="middle">%s</text>`+"\n", (plotL+plotR)/2, plotB+42, esc("window ("+r.Window+" each)"))
-	fmt.Fprintf(&b, `<text x="20" y="%g" font-size="13" text-anchor="middle" transform="rotate(-90 20 %g)">admitted per identifier per window</text>`+"\n", (plotT+plotB)/2, (plotT+plotB)/2)
+	fmt.Fprintf(&c.b, `<polyline points="%g,%g %g,%g %g,%g" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", plotL, plotT, plotL, plotB, plotR, plotB, axisColor)
+	fmt.Fprintf(&c.b, `<text x="%g" y="%g" font-size="13" text-anchor="middle">%s</text>`+"\n", (plotL+plotR)/2, plotB+42, esc("window ("+c.r.Window+" each)"))
+	fmt.Fprintf(&c.b, `<text x="20" y="%g" font-size="13" text-anchor="middle" transform="rotate(-90 20 %g)">admitted per identifier per window</text>`+"\n", (plotT+plotB)/2, (plotT+plotB)/2)
+}
 
-	// Faults: outages shaded, restarts as a vertical line, each labelled.
+// faults writes the run's faults over the plot, each labelled: an outage
+// shaded over its span, a restart or loss without an end as a vertical line.
+func (c *chart) faults() {
 	xt := func(ms int64) float64 {
-		return plotL + float64(ms)/float64(windowMs(r))*(plotR-plotL)/float64(n)
+		return plotL + float64(ms)/float64(windowMs(c.r))*(plotR-plotL)/float64(c.n)
 	}
-	for i, f := range r.Faults {
+	for i, f := range c.r.Faults {
 		x0 := xt(f.AtMs)
 		if f.UntilMs > 0 {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%g" width="%.1f" height="%g" fill="#f2c94c" fill-opacity="0.25"/>`+"\n", x0, plotT, xt(f.UntilMs)-x0, plotB-plotT)
+			fmt.Fprintf(&c.b, `<rect x="%.1f" y="%g" width="%.1f" height="%g" fill="#f2c94c" fill-opacity="0.25"/>`+"\n", x0, plotT, xt(f.UntilMs)-x0, plotB-plotT)
 		} else {
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#b8860b" stroke-width="2" stroke-dasharray="2 3"/>`+"\n", x0, plotT, x0, plotB)
+			fmt.Fprintf(&c.b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#b8860b" stroke-width="2" stroke-dasharray="2 3"/>`+"\n", x0, plotT, x0, plotB)
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="11" fill="#8a6d00">%s</text>`+"\n", x0+4, plotT+14+float64(i)*14, esc(f.What))
+		fmt.Fprintf(&c.b, `<text x="%.1f" y="%g" font-size="11" fill="#8a6d00">%s</text>`+"\n", x0+4, plotT+14+float64(i)*14, esc(f.What))
 	}
+}
 
-	// The limit, then the series, the model and the total on top.
-	fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="%g" stroke-dasharray="8 5"/>`+"\n", plotL, y(float64(r.Limit)), plotR, y(float64(r.Limit)), colorLimit, limitStroke)
-	line := func(vals []float64, color string, width float64, dash string) {
-		var pts []string
-		for i, v := range vals {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
-		}
-		if dash != "" {
-			dash = fmt.Sprintf(` stroke-dasharray="%s"`, dash)
-		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="%g"%s/>`+"\n", strings.Join(pts, " "), color, width, dash)
-		for i, v := range vals {
-			if n > 24 {
-				break // too many windows for markers
-			}
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s"/>`+"\n", x(i), y(v), markerRadius, color)
-		}
+// plot writes the limit, then the lines: the total first and widest, the
+// model dashed over it (where they agree, the dashes show on the total),
+// then each node or region thin, on top (one region taking all traffic
+// shows on the total).
+func (c *chart) plot() {
+	limit := c.y(float64(c.r.Limit))
+	fmt.Fprintf(&c.b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="%g" stroke-dasharray="8 5"/>`+"\n", plotL, limit, plotR, limit, colorLimit, limitStroke)
+	c.line(c.total, colorTotal, thickStroke, "")
+	c.line(c.means(c.r.ReferenceSeries), colorModel, modelStroke, "4 4")
+	for i, s := range c.r.Series {
+		c.line(c.means(s.Admitted), palette[i%len(palette)], thinStroke, "")
 	}
-	// The total first and widest, the model dashed over it (where they
-	// agree, the dashes show on the total), then each node or region thin,
-	// on top (one region taking all traffic shows on the total).
-	line(total, colorTotal, thickStroke, "")
-	ref := make([]float64, n)
-	for i, v := range r.ReferenceSeries {
-		ref[i] = float64(v) / ids
-	}
-	line(ref, colorModel, modelStroke, "4 4")
-	for i, s := range r.Series {
-		vals := make([]float64, n)
-		for j, v := range s.Admitted {
-			vals[j] = float64(v) / ids
-		}
-		line(vals, palette[i%len(palette)], thinStroke, "")
-	}
+}
 
-	// Legend.
+// line writes one value per window as a polyline, dashed as dash says if
+// it is not empty, with a marker on each value unless there are too many
+// windows (over 24).
+func (c *chart) line(vals []float64, color string, width float64, dash string) {
+	var pts []string
+	for i, v := range vals {
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", c.x(i), c.y(v)))
+	}
+	fmt.Fprintf(&c.b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="%g"%s/>`+"\n", strings.Join(pts, " "), color, width, dashArray(dash))
+	if c.n > 24 {
+		return
+	}
+	for i, v := range vals {
+		fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s"/>`+"\n", c.x(i), c.y(v), markerRadius, color)
+	}
+}
+
+// legend writes the legend beside the plot: the limit, the total, the
+// model, then each node or region, in the colours and strokes of plot.
+func (c *chart) legend() {
+	who := "nodes"
+	if c.r.Regions > 1 {
+		who = "regions"
+	}
 	ly := plotT + 6
 	entry := func(color string, width float64, dash, label string) {
-		if dash != "" {
-			dash = fmt.Sprintf(` stroke-dasharray="%s"`, dash)
-		}
-		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="%g"%s/>`+"\n", legendX, ly, legendX+28, ly, color, width, dash)
-		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="12">%s</text>`+"\n", legendX+36, ly+4, esc(label))
+		fmt.Fprintf(&c.b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="%g"%s/>`+"\n", legendX, ly, legendX+28, ly, color, width, dashArray(dash))
+		fmt.Fprintf(&c.b, `<text x="%g" y="%g" font-size="12">%s</text>`+"\n", legendX+36, ly+4, esc(label))
 		ly += 20
 	}
-	entry(colorLimit, limitStroke, "8 5", fmt.Sprintf("limit (%d)", r.Limit))
+	entry(colorLimit, limitStroke, "8 5", fmt.Sprintf("limit (%d)", c.r.Limit))
 	entry(colorTotal, thickStroke, "", "admitted, all "+who)
 	entry(colorModel, modelStroke, "4 4", "exact model")
-	for i, s := range r.Series {
+	for i, s := range c.r.Series {
 		entry(palette[i%len(palette)], thinStroke, "", "admitted by "+s.Name)
 	}
-	b.WriteString("</svg>\n")
-	if _, err := w.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("sim: writing the chart of %s: %w", r.Scenario, err)
+}
+
+// dashArray returns the stroke-dasharray attribute of dash, with its
+// leading space, or nothing for a solid line.
+func dashArray(dash string) string {
+	if dash == "" {
+		return ""
 	}
-	return nil
+	return fmt.Sprintf(` stroke-dasharray="%s"`, dash)
 }
 
 // windowMs returns the window of r in milliseconds.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -57,9 +59,10 @@ type nsKey struct {
 
 // Cache keeps every namespace and override of a [Store] in memory. Reads
 // never touch the store except for a namespace the cache has not seen yet.
-// Writes go to the store first, then the cache re-reads it, so a node always
-// sees its own writes; other nodes see them after their next refresh, which
-// a [Watcher] store triggers as soon as it reports the change.
+// Writes go to the store first, then change the cache in place (only the
+// namespace written), so a node always sees its own writes at once; other
+// nodes see them after their next refresh, which a [Watcher] store triggers
+// as soon as it reports the change.
 //
 // One goroutine, started by NewCache and stopped by Close, owns the refresh
 // loop; with a Watcher store it also owns the goroutine that runs Watch. A
@@ -68,8 +71,16 @@ type Cache struct {
 	cfg        CacheConfig
 	namespaces sync.Map // nsKey -> Namespace; namespaces are never deleted
 	counts     sync.Map // workspace -> *atomic.Int64, its namespaces in the cache
-	overrides  atomic.Pointer[map[string]*overrideIndex]
-	reloadMu   sync.Mutex // serializes reloads so a newer read is never replaced by an older one
+	indexes    sync.Map // namespace ID -> *overrideIndex, for namespaces with overrides
+	// installMu serializes what replaces indexes: a refresh (from its read
+	// of the store to its installation) and a write's in-place change. A
+	// write changes the cache after its store write returned, so a refresh
+	// either read the store after that write or installs before the change.
+	installMu sync.Mutex
+	// writeMu serializes the writes of one namespace (by hash), from the
+	// store write to the cache change, so that two writes of one override
+	// reach the cache in the order the store took them.
+	writeMu [64]sync.Mutex
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -90,8 +101,6 @@ func NewCache(ctx context.Context, cfg CacheConfig) (*Cache, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Cache{cfg: cfg, done: make(chan struct{})}
-	empty := map[string]*overrideIndex{}
-	c.overrides.Store(&empty)
 	if err := c.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -137,10 +146,11 @@ func (c *Cache) loop(ctx context.Context) {
 	}
 }
 
-// Refresh re-reads the whole store now.
+// Refresh re-reads the whole store now. It rebuilds the override index of
+// each namespace whose overrides changed and keeps the others.
 func (c *Cache) Refresh(ctx context.Context) error {
-	c.reloadMu.Lock()
-	defer c.reloadMu.Unlock()
+	c.installMu.Lock()
+	defer c.installMu.Unlock()
 	start := time.Now()
 	snap, err := c.cfg.Store.Snapshot(ctx)
 	elapsed := time.Since(start)
@@ -157,13 +167,27 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	for _, o := range snap.Overrides {
 		byNS[o.NamespaceID] = append(byNS[o.NamespaceID], o)
 	}
-	idx := make(map[string]*overrideIndex, len(byNS))
 	for id, os := range byNS {
-		idx[id] = newOverrideIndex(os)
+		if !c.index(id).sameAs(os) {
+			c.indexes.Store(id, newOverrideIndex(os))
+		}
 	}
-	c.overrides.Store(&idx)
+	c.indexes.Range(func(id, _ any) bool {
+		if _, ok := byNS[id.(string)]; !ok {
+			c.indexes.Delete(id)
+		}
+		return true
+	})
 	if c.cfg.OnRefresh != nil {
 		c.cfg.OnRefresh(elapsed, nil)
+	}
+	return nil
+}
+
+// index returns the override index of a namespace, nil if it has none.
+func (c *Cache) index(namespaceID string) *overrideIndex {
+	if v, ok := c.indexes.Load(namespaceID); ok {
+		return v.(*overrideIndex)
 	}
 	return nil
 }
@@ -236,48 +260,72 @@ func (c *Cache) EnsureNamespace(ctx context.Context, workspace, idOrName string)
 
 // Match returns the override of the namespace that applies to identifier:
 // the exact one if any, else the most specific matching pattern (see
-// [MoreSpecific]).
+// [MoreSpecific]). Its cost grows with the identifier's length, not with the
+// number of patterns whose literal prefix or suffix the identifier lacks.
 func (c *Cache) Match(namespaceID, identifier string) (Override, bool) {
-	ix := (*c.overrides.Load())[namespaceID]
-	if ix == nil {
-		return Override{}, false
-	}
-	return ix.lookup(identifier)
+	return c.index(namespaceID).lookup(identifier)
 }
 
-// SetOverride stores o (see [Store.SetOverride]) and refreshes the cache.
-// Only a failed write is an error.
+// SetOverride stores o (see [Store.SetOverride]) and sets it in the cache.
 func (c *Cache) SetOverride(ctx context.Context, o Override) (Override, error) {
 	if c.closed.Load() {
 		return Override{}, ErrClosed
 	}
+	unlock := c.lockWrites(o.NamespaceID)
+	defer unlock()
 	stored, err := c.cfg.Store.SetOverride(ctx, o)
 	if err != nil {
 		return Override{}, err
 	}
-	c.refreshAfterWrite(ctx)
+	c.change(stored.NamespaceID, func(ix *overrideIndex) *overrideIndex { return ix.with(stored) })
 	return stored, nil
 }
 
-// refreshAfterWrite re-reads the store after a successful write. A failure
-// is only logged: the write is durable and the refresh loop retries.
-func (c *Cache) refreshAfterWrite(ctx context.Context) {
-	if err := c.Refresh(ctx); err != nil {
-		c.cfg.Logger.Warn("store: refresh after a write failed; the loop will retry", "err", err)
-	}
-}
-
 // DeleteOverride deletes an override (see [Store.DeleteOverride]) and
-// refreshes the cache.
+// removes it from the cache. When the store has none, a copy the cache
+// still holds (deleted through another node) is removed too.
 func (c *Cache) DeleteOverride(ctx context.Context, workspace, namespaceID, identifier string) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	if err := c.cfg.Store.DeleteOverride(ctx, workspace, namespaceID, identifier); err != nil {
+	unlock := c.lockWrites(namespaceID)
+	defer unlock()
+	err := c.cfg.Store.DeleteOverride(ctx, workspace, namespaceID, identifier)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	c.refreshAfterWrite(ctx)
-	return nil
+	c.change(namespaceID, func(ix *overrideIndex) *overrideIndex {
+		if o, ok := ix.get(identifier); !ok || o.Workspace != workspace {
+			return ix
+		}
+		next, _ := ix.without(identifier)
+		return next
+	})
+	return err
+}
+
+// lockWrites locks the writes of namespaceID and returns the unlock.
+func (c *Cache) lockWrites(namespaceID string) func() {
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, namespaceID)
+	mu := &c.writeMu[h.Sum32()%uint32(len(c.writeMu))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// change replaces the override index of a namespace by f of it.
+func (c *Cache) change(namespaceID string, f func(*overrideIndex) *overrideIndex) {
+	c.installMu.Lock()
+	defer c.installMu.Unlock()
+	cur := c.index(namespaceID)
+	next := f(cur)
+	switch {
+	case next == cur:
+	case next.len() == 0:
+		c.indexes.Delete(namespaceID)
+	default:
+		c.indexes.Store(namespaceID, next)
+	}
 }
 
 // Store returns the store behind the cache, for reads that must see the

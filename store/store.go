@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -36,10 +37,44 @@ var ErrClosed = errors.New("store: closed")
 // operation may be retried later; a [Cache] keeps serving its last good copy.
 var ErrUnavailable = errors.New("store: unavailable")
 
-// ErrLimitReached is returned, wrapped with the limit, when a write would grow
-// a workspace past a bound of the store (store/redis bounds the namespaces of
-// a workspace and the overrides of a namespace). Nothing was written.
+// ErrLimitReached is returned, wrapped in a [*LimitError] that names the
+// bound, when a write would grow a workspace past a bound of the store: every
+// store bounds the overrides of a namespace, and store/redis also the
+// namespaces of a workspace. Nothing was written.
 var ErrLimitReached = errors.New("store: limit reached")
+
+// DefaultMaxOverrides is the default bound on the overrides of one
+// namespace, in every store.
+const DefaultMaxOverrides = 10_000
+
+// Bound names a bound of a store.
+type Bound string
+
+// The bounds a [LimitError] reports.
+const (
+	// BoundOverrides is the number of overrides of one namespace.
+	BoundOverrides Bound = "overrides per namespace"
+	// BoundNamespaces is the number of namespaces of one workspace.
+	BoundNamespaces Bound = "namespaces per workspace"
+)
+
+// LimitError is the error of a write refused because it would grow past a
+// bound. It wraps [ErrLimitReached].
+type LimitError struct {
+	// Bound is the bound that was reached.
+	Bound Bound
+	// Max is its value: the namespace or workspace already holds Max.
+	Max int
+}
+
+// Error says which bound was reached, e.g. "store: limit reached: at most
+// 10000 overrides per namespace".
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%v: at most %d %s", ErrLimitReached, e.Max, e.Bound)
+}
+
+// Unwrap returns ErrLimitReached.
+func (e *LimitError) Unwrap() error { return ErrLimitReached }
 
 // ID prefixes of generated identifiers, as Unkey uses them.
 const (
@@ -103,7 +138,12 @@ type Store interface {
 	Namespace(ctx context.Context, workspace, idOrName string) (Namespace, error)
 	// SetOverride creates or replaces the override of (o.NamespaceID,
 	// o.Identifier) and returns it as stored. o.ID is ignored: a new
-	// override gets a new ID, a replaced one keeps its ID.
+	// override gets a new ID, a replaced one keeps its ID. It fails with
+	// ErrNotFound when o.NamespaceID is not a namespace of o.Workspace, and
+	// with a *LimitError (BoundOverrides) when the override would be a new
+	// one in a namespace that already holds the store's maximum; the check
+	// and the write are atomic, so concurrent writers never take the
+	// namespace past it.
 	SetOverride(ctx context.Context, o Override) (Override, error)
 	// Override returns the override of (namespaceID, identifier) in
 	// workspace; ErrNotFound if there is none.

@@ -147,7 +147,7 @@ func (c *serveCmd) originPing(kind string) (ping func(context.Context) error, re
 }
 
 // startAdmin serves the admin listener on --admin-addr: /metrics (gather),
-// Go's /debug/pprof/, /healthz (the process is live) and /readyz (ready, see
+// Go's /debug/pprof/ (without cmdline), /healthz (the process is live) and /readyz (ready, see
 // [readiness]). It logs "admin listening" with the address. Its close is
 // registered in cl; readiness turns false as soon as ctx ends.
 func (c *serveCmd) startAdmin(ctx context.Context, gather prometheus.Gatherer, log *slog.Logger, cl *cleanup) (*readiness, error) {
@@ -190,12 +190,20 @@ func (c *serveCmd) startAdmin(ctx context.Context, gather prometheus.Gatherer, l
 	return ready, nil
 }
 
-// adminHandler routes the admin listener.
+// noCmdline answers /debug/pprof/cmdline, which net/http/pprof would
+// answer with the process's arguments: they may hold secrets (a root key, the
+// cluster secret, a DSN's password), so it is not served.
+func noCmdline(w http.ResponseWriter, _ *http.Request) {
+	http.Error(w, "not served: the command line may hold secrets", http.StatusNotFound)
+}
+
+// adminHandler routes the admin listener: Go's /debug/pprof/ but for
+// cmdline (see noCmdline).
 func adminHandler(gather prometheus.Gatherer, ready *readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/cmdline", noCmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,18 +22,53 @@ import (
 // ClusterFlags are the flags of the cluster origin (--origin cluster),
 // embedded in serveCmd.
 type ClusterFlags struct {
-	ClusterAddr      string   `name:"cluster-addr" default:"127.0.0.1:7946" help:"Gossip address of the cluster origin (TCP and UDP)."`
-	ClusterAdvertise string   `name:"cluster-advertise" placeholder:"HOST:PORT" help:"Gossip address the other nodes use, when --cluster-addr is not reachable by them."`
-	ClusterJoin      []string `name:"cluster-join" sep:"," placeholder:"HOST:PORT,..." help:"Nodes to join (comma-separated). A DNS name stands for all its A/AAAA records and is resolved again every 5s, joining the addresses that are not members (a headless Service works; a healed partition rejoins). Without it and with --redis-url, nodes find each other through Redis."`
-	ClusterSecret    string   `name:"cluster-secret" help:"Cluster secret: encrypts the gossip and authenticates the peer RPC. Required unless every address is loopback."`
-	ClusterPreset    string   `name:"cluster-preset" enum:"lan,wan" default:"lan" help:"Failure detection and gossip timing: lan or wan."`
+	ClusterAddr       string   `name:"cluster-addr" default:"127.0.0.1:7946" help:"Gossip address of the cluster origin (TCP and UDP)."`
+	ClusterAdvertise  string   `name:"cluster-advertise" placeholder:"HOST:PORT" help:"Gossip address the other nodes use, when --cluster-addr is not reachable by them."`
+	ClusterJoin       []string `name:"cluster-join" sep:"," placeholder:"HOST:PORT,..." help:"Nodes to join (comma-separated). A DNS name stands for all its A/AAAA records and is resolved again every 5s, joining the addresses that are not members (a headless Service works; a healed partition rejoins). Without it and with --redis-url, nodes find each other through Redis."`
+	ClusterSecret     string   `name:"cluster-secret" help:"Cluster secret, at least 32 bytes: encrypts the gossip and authenticates the peer RPC. Required unless every address is loopback. Prefer --cluster-secret-file or SLUICE_CLUSTER_SECRET: a flag is visible to every local user (ps)."`
+	ClusterSecretFile string   `name:"cluster-secret-file" type:"path" placeholder:"FILE" help:"File holding the cluster secret (one trailing newline is removed), instead of --cluster-secret."`
+	ClusterPreset     string   `name:"cluster-preset" enum:"lan,wan" default:"lan" help:"Failure detection and gossip timing: lan or wan."`
 
 	origin *cluster.Origin  // set by newClusterOrigin
 	certs  *tlsCertificates // set by Run when the API port serves TLS
+	secret string           // the secret in force, set by validate
+}
+
+// minClusterSecretBytes is the shortest cluster secret accepted: the
+// gossip key and the RPC's HMAC key are derived from it, and a short
+// secret can be guessed offline from one captured packet.
+const minClusterSecretBytes = 32
+
+// loadSecret sets f.secret from --cluster-secret or --cluster-secret-file
+// and checks its length.
+func (f *ClusterFlags) loadSecret() error {
+	switch {
+	case f.ClusterSecret != "" && f.ClusterSecretFile != "":
+		return errors.New("--cluster-secret and --cluster-secret-file: set one, not both")
+	case f.ClusterSecretFile != "":
+		b, err := os.ReadFile(f.ClusterSecretFile)
+		if err != nil {
+			return fmt.Errorf("--cluster-secret-file: %w", err)
+		}
+		s, _ := strings.CutSuffix(string(b), "\n")
+		f.secret = strings.TrimSuffix(s, "\r")
+		if f.secret == "" {
+			return fmt.Errorf("--cluster-secret-file %s: the file is empty", f.ClusterSecretFile)
+		}
+	default:
+		f.secret = f.ClusterSecret
+	}
+	if f.secret != "" && len(f.secret) < minClusterSecretBytes {
+		return fmt.Errorf("--cluster-secret: the secret is %d bytes long; it must be at least %d bytes (e.g. openssl rand -hex 32)", len(f.secret), minClusterSecretBytes)
+	}
+	return nil
 }
 
 // validate checks the cluster flags of a node that serves HTTP on httpAddr.
 func (f *ClusterFlags) validate(httpAddr string) error {
+	if err := f.loadSecret(); err != nil {
+		return err
+	}
 	addrs := []string{httpAddr, f.ClusterAddr}
 	if _, _, err := net.SplitHostPort(f.ClusterAddr); err != nil {
 		return fmt.Errorf("--cluster-addr %q: %w", f.ClusterAddr, err)
@@ -48,10 +85,10 @@ func (f *ClusterFlags) validate(httpAddr string) error {
 		}
 		addrs = append(addrs, s)
 	}
-	if f.ClusterSecret == "" {
+	if f.secret == "" {
 		for _, a := range addrs {
 			if !isLoopback(a) {
-				return fmt.Errorf("--origin cluster: %s is not a loopback address: set --cluster-secret (or SLUICE_CLUSTER_SECRET) to encrypt the gossip and authenticate the peer RPC", a)
+				return fmt.Errorf("--origin cluster: %s is not a loopback address: set --cluster-secret-file (or SLUICE_CLUSTER_SECRET, or --cluster-secret) to encrypt the gossip and authenticate the peer RPC", a)
 			}
 		}
 	}
@@ -73,9 +110,9 @@ func (f *ClusterFlags) name() string {
 func (c *serveCmd) newClusterOrigin(log *slog.Logger, reg prometheus.Registerer, cl *cleanup) (origin.Origin, error) {
 	cfg := cluster.Config{
 		ID:       c.name(),
-		Secret:   c.ClusterSecret,
+		Secret:   c.secret,
 		Logger:   log,
-		Observer: newClusterMetrics(reg),
+		Observer: newClusterObserver(reg),
 	}
 	if c.certs != nil {
 		// The peers serve their RPC on their TLS API ports.
@@ -150,7 +187,7 @@ func (c *serveCmd) joinCluster(ctx context.Context, httpAddr string, limiter *sl
 		BindAddr:      c.ClusterAddr,
 		AdvertiseAddr: c.ClusterAdvertise,
 		RPCAddr:       rpc,
-		Secret:        c.ClusterSecret,
+		Secret:        c.secret,
 		Preset:        c.ClusterPreset,
 		Discover:      discover,
 		Logger:        log,
@@ -196,8 +233,9 @@ func (c *serveCmd) rpcURL(httpAddr string) (string, error) {
 	return scheme + net.JoinHostPort(host, port), nil
 }
 
-// clusterMetrics are the cluster origin's Prometheus metrics; they
-// implement its [cluster.Observer].
+// clusterMetrics are the cluster origin's Prometheus metrics of its
+// traffic; with those of refusals and dropped log lines (clusterObserver)
+// they implement its [cluster.Observer].
 type clusterMetrics struct {
 	members     prometheus.Gauge
 	ringChanges prometheus.Counter
@@ -235,8 +273,6 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 	reg.MustRegister(m.members, m.ringChanges, m.seeded, m.rpcs, m.rpcSeconds, m.sent, m.recv)
 	return m
 }
-
-var _ cluster.Observer = (*clusterMetrics)(nil)
 
 // RPC implements [cluster.Observer].
 func (m *clusterMetrics) RPC(kind cluster.Kind, out cluster.Outcome, elapsed time.Duration) {

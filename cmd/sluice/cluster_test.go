@@ -11,6 +11,20 @@ import (
 )
 
 func TestClusterFlagsValidate(t *testing.T) {
+	secret := strings.Repeat("s", minClusterSecretBytes)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, short, empty := file("good", secret+"\r\n"), file("short", secret[1:]+"\n"), file("empty", "\n")
+	public := func(f ClusterFlags) ClusterFlags {
+		f.ClusterAddr, f.ClusterAdvertise = "0.0.0.0:7946", "10.0.0.1:7946"
+		return f
+	}
 	for _, tc := range []struct {
 		name  string
 		flags ClusterFlags
@@ -21,7 +35,14 @@ func TestClusterFlagsValidate(t *testing.T) {
 		{"public gossip without secret", ClusterFlags{ClusterAddr: "0.0.0.0:7946"}, "127.0.0.1:7070", "--cluster-secret"},
 		{"public http without secret", ClusterFlags{ClusterAddr: "127.0.0.1:7946"}, "10.0.0.1:7070", "--cluster-secret"},
 		{"dns seed without secret", ClusterFlags{ClusterAddr: "127.0.0.1:7946", ClusterJoin: []string{"sluice.svc:7946"}}, "127.0.0.1:7070", "--cluster-secret"},
-		{"public with secret", ClusterFlags{ClusterAddr: "0.0.0.0:7946", ClusterAdvertise: "10.0.0.1:7946", ClusterJoin: []string{"sluice.svc:7946"}, ClusterSecret: "s"}, "0.0.0.0:7070", ""},
+		{"public with secret", ClusterFlags{ClusterAddr: "0.0.0.0:7946", ClusterAdvertise: "10.0.0.1:7946", ClusterJoin: []string{"sluice.svc:7946"}, ClusterSecret: secret}, "0.0.0.0:7070", ""},
+		{"secret of 31 bytes", public(ClusterFlags{ClusterSecret: secret[1:]}), "0.0.0.0:7070", "at least 32 bytes"},
+		{"secret of 1 byte on loopback", ClusterFlags{ClusterAddr: "127.0.0.1:7946", ClusterSecret: "s"}, "127.0.0.1:7070", "at least 32 bytes"},
+		{"secret file", public(ClusterFlags{ClusterSecretFile: good}), "0.0.0.0:7070", ""},
+		{"secret file of 31 bytes", public(ClusterFlags{ClusterSecretFile: short}), "0.0.0.0:7070", "at least 32 bytes"},
+		{"empty secret file", public(ClusterFlags{ClusterSecretFile: empty}), "0.0.0.0:7070", "empty"},
+		{"missing secret file", public(ClusterFlags{ClusterSecretFile: filepath.Join(dir, "none")}), "0.0.0.0:7070", "--cluster-secret-file"},
+		{"secret and secret file", public(ClusterFlags{ClusterSecret: secret, ClusterSecretFile: good}), "0.0.0.0:7070", "not both"},
 		{"bad gossip address", ClusterFlags{ClusterAddr: "nope"}, "127.0.0.1:7070", "--cluster-addr"},
 		{"bad advertise address", ClusterFlags{ClusterAddr: "127.0.0.1:7946", ClusterAdvertise: "x"}, "127.0.0.1:7070", "--cluster-advertise"},
 		{"seed without port", ClusterFlags{ClusterAddr: "127.0.0.1:7946", ClusterJoin: []string{"127.0.0.1"}}, "127.0.0.1:7070", "--cluster-join"},
@@ -33,6 +54,10 @@ func TestClusterFlagsValidate(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "sss"):
+				t.Fatalf("the error quotes the secret: %v", err)
+			case tc.want == "" && tc.flags.secret != "" && tc.flags.secret != secret:
+				t.Fatalf("secret in force %q, want %q", tc.flags.secret, secret)
 			}
 		})
 	}

@@ -41,6 +41,9 @@ func (hashKeyCmd) Run(in io.Reader, out io.Writer) error {
 	if key == "" {
 		return errors.New("hash-key: no key on standard input")
 	}
+	if len(key) < server.MinRootKeyBytes {
+		return fmt.Errorf("hash-key: the key is %d bytes long; a root key must be at least %d bytes (e.g. openssl rand -hex 32)", len(key), server.MinRootKeyBytes)
+	}
 	if err := (server.RootKey{Key: key, Workspace: "w"}).Validate(); err != nil {
 		return fmt.Errorf("hash-key: %w", err)
 	}

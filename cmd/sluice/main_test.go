@@ -33,7 +33,7 @@ func TestIsLoopback(t *testing.T) {
 
 func TestServeValidate(t *testing.T) {
 	base := func() serveCmd {
-		return serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1,
+		return serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1, MaxConns: 10,
 			GlobalFlags: GlobalFlags{GlobalInterval: 5 * time.Second, GlobalCounters: true, DenialPropagation: true, DenialMinWindow: time.Minute, DenialMinUsage: 0.5}}
 	}
 	for _, tc := range []struct {
@@ -47,10 +47,14 @@ func TestServeValidate(t *testing.T) {
 		{"redis url ok", func(c *serveCmd) { c.RedisURL = "redis://127.0.0.1:6379/0" }, ""},
 		{"redis url wrong scheme", func(c *serveCmd) { c.RedisURL = "http://x" }, "--redis-url"},
 		{"origin redis without url", func(c *serveCmd) { c.Origin = "redis" }, "needs --redis-url"},
-		{"root key ok", func(c *serveCmd) { c.RootKey = []string{"a:b:ws"} }, ""},
+		{"root key ok", func(c *serveCmd) { c.RootKey = []string{"a:b:0123456789abcdef:ws"} }, ""},
 		{"root key bad", func(c *serveCmd) { c.RootKey = []string{"nocolon"} }, "--root-key"},
+		{"root key of 1 byte", func(c *serveCmd) { c.RootKey = []string{"k:ws"} }, "at least 16 bytes"},
+		{"root key of 15 bytes", func(c *serveCmd) { c.RootKey = []string{"0123456789abcde:ws"} }, "at least 16 bytes"},
+		{"max conns zero", func(c *serveCmd) { c.MaxConns = 0 }, "--max-conns"},
 		{"zero shutdown", func(c *serveCmd) { c.ShutdownTimeout = 0 }, "--shutdown-timeout"},
 		{"negative max namespaces", func(c *serveCmd) { c.MaxNamespaces = -1 }, "--max-namespaces"},
+		{"negative max overrides", func(c *serveCmd) { c.MaxOverrides = -1 }, "--max-overrides"},
 		{"otel endpoint ok", func(c *serveCmd) { c.OTelEndpoint = "http://127.0.0.1:4318" }, ""},
 		{"otel endpoint not http", func(c *serveCmd) { c.OTelEndpoint = "grpc://127.0.0.1:4317" }, "--otel-endpoint"},
 		{"otel endpoint without host", func(c *serveCmd) { c.OTelEndpoint = "http:///v1/traces" }, "--otel-endpoint"},

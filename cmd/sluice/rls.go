@@ -1,17 +1,49 @@
 package main
 
 import (
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 
 	"github.com/sluicehq/sluice/server/rls"
 )
 
-// newRLS loads --rls-config and builds the Envoy RLS service and its route;
-// it returns nil services when the flag is unset. An invalid file stops the
-// start with the loader's error, which names the file and the problem.
-func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMetrics) (*rls.Service, map[string]http.Handler, error) {
+// RLSFlags are the flags of the Envoy RLS listener, embedded in serveCmd.
+type RLSFlags struct {
+	RLSAddr     string `name:"rls-addr" placeholder:"HOST:PORT" help:"Serve Envoy RLS (--rls-config) on a listener of its own instead of --http-addr: h2c, or TLS with the --tls-cert certificate. Recommended: only Envoy should reach it (network policy, --rls-client-ca). Port 0 picks a free port (logged)."`
+	RLSClientCA string `name:"rls-client-ca" placeholder:"FILE" help:"PEM CA certificates: Envoy must present a certificate signed by one of them on --rls-addr (mutual TLS). Needs --rls-addr and --tls-cert. SIGHUP reloads it."`
+}
+
+// validate checks the RLS listener's flags beside --rls-config and the TLS
+// flags.
+func (f *RLSFlags) validate(rlsConfig string, t TLSFlags) error {
+	switch {
+	case f.RLSAddr != "" && rlsConfig == "":
+		return errors.New("--rls-addr needs --rls-config")
+	case f.RLSClientCA != "" && f.RLSAddr == "":
+		return errors.New("--rls-client-ca needs --rls-addr (on --http-addr, --tls-client-ca applies)")
+	case f.RLSClientCA != "" && t.TLSCert == "":
+		return errors.New("--rls-client-ca needs --tls-cert and --tls-key: the RLS listener serves that certificate")
+	}
+	if f.RLSAddr != "" {
+		if _, _, err := net.SplitHostPort(f.RLSAddr); err != nil {
+			return fmt.Errorf("--rls-addr %q: %w", f.RLSAddr, err)
+		}
+	}
+	return nil
+}
+
+// newRLS loads --rls-config and builds the Envoy RLS service. With
+// --rls-addr it serves it on a listener of its own, drained at cleanup, and
+// returns no route for the API port; without, it returns the route to
+// mount on --http-addr (and nil services when --rls-config is unset). An
+// invalid file stops the start with the loader's error, which names the
+// file and the problem.
+func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMetrics, hup *hangup, cl *cleanup) (*rls.Service, map[string]http.Handler, error) {
 	if c.RLSConfig == "" {
 		return nil, nil, nil
 	}
@@ -24,8 +56,70 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMet
 		return nil, nil, err
 	}
 	path, h := svc.Handler()
+	if c.RLSAddr == "" {
+		log.Info("envoy rls: serving on the API port; --rls-addr serves it on a listener of its own, which only Envoy should reach", "path", path, "config", c.RLSConfig, "domains", rules.Domains())
+		return svc, map[string]http.Handler{path: h}, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	if err := c.serveRLS(mux, log, hup, cl); err != nil {
+		return nil, nil, err
+	}
 	log.Info("envoy rls: serving", "path", path, "config", c.RLSConfig, "domains", rules.Domains())
-	return svc, map[string]http.Handler{path: h}, nil
+	return svc, nil, nil
+}
+
+// serveRLS serves h on --rls-addr in the background, over TLS with the API
+// port's certificate when it has one, requiring a client certificate with
+// --rls-client-ca. Cleanup drains it like the API port.
+func (c *serveCmd) serveRLS(h http.Handler, log *slog.Logger, hup *hangup, cl *cleanup) error {
+	certs, err := c.rlsCertificates(log, hup)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.RLSAddr)
+	if err != nil {
+		return fmt.Errorf("--rls-addr: listen on %s: %w", c.RLSAddr, err)
+	}
+	srv, reqs, serveErr := serveAPI(h, ln, certs, log)
+	cl.add(func() {
+		log.Info("envoy rls: stopping")
+		drain(srv, reqs, serveErr, c.ShutdownTimeout, cutGrace, log)
+	})
+	addr := ln.Addr().String()
+	log.Info("envoy rls listening", "addr", addr, "tls", certs != nil, "client_ca", c.RLSClientCA)
+	if !isLoopback(addr) && c.RLSClientCA == "" {
+		log.Warn("envoy rls: --rls-addr is not a loopback address and no --rls-client-ca is set: whoever reaches it can spend the counters of the configured domains; restrict it to Envoy (network policy) or require Envoy's certificate", "addr", addr)
+	}
+	return nil
+}
+
+// rlsCertificates returns the TLS configuration of the RLS listener: the
+// API port's certificate and, with --rls-client-ca, a client CA of its own,
+// reloaded on SIGHUP. It is nil without --tls-cert.
+func (c *serveCmd) rlsCertificates(log *slog.Logger, hup *hangup) (*tlsCertificates, error) {
+	if c.certs == nil {
+		return nil, nil
+	}
+	if c.RLSClientCA != "" {
+		pem, err := os.ReadFile(c.RLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--rls-client-ca: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--rls-client-ca %s: no PEM certificate in the file", c.RLSClientCA)
+		}
+	}
+	files := c.TLSFlags
+	files.TLSClientCA = c.RLSClientCA
+	t := &tlsCertificates{files: files, log: log.With("listener", "envoy rls"), metrics: c.certs.metrics}
+	cfg, leaf, err := files.load()
+	if err != nil {
+		return nil, fmt.Errorf("--rls-addr: %w", err)
+	}
+	t.install(cfg, leaf)
+	hup.add(t.reload)
+	return t, nil
 }
 
 // reloadRLS returns the reload of --rls-config into svc that SIGHUP runs: a

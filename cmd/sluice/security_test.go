@@ -32,14 +32,16 @@ func TestHashKey(t *testing.T) {
 		name, in string
 		want     string // "" = error
 	}{
-		{"one trailing newline removed", "sk_live_abc\n", sha256Hex("sk_live_abc")},
-		{"CRLF removed", "sk_live_abc\r\n", sha256Hex("sk_live_abc")},
-		{"no newline", "sk_live_abc", sha256Hex("sk_live_abc")},
-		{"colon kept", "a:b\n", sha256Hex("a:b")},
-		{"only one newline removed", "sk_live_abc\n\n", ""},
+		{"one trailing newline removed", "sk_live_0123456789abc\n", sha256Hex("sk_live_0123456789abc")},
+		{"CRLF removed", "sk_live_0123456789abc\r\n", sha256Hex("sk_live_0123456789abc")},
+		{"no newline", "sk_live_0123456789abc", sha256Hex("sk_live_0123456789abc")},
+		{"colon kept", "a:b_0123456789abcdef\n", sha256Hex("a:b_0123456789abcdef")},
+		{"16 bytes", "0123456789abcdef\n", sha256Hex("0123456789abcdef")},
+		{"15 bytes refused", "0123456789abcde\n", ""},
+		{"only one newline removed", "sk_live_0123456789abc\n\n", ""},
 		{"empty", "", ""},
 		{"only a newline", "\n", ""},
-		{"inner space", "a b\n", ""},
+		{"inner space", "a b_0123456789abcdef\n", ""},
 		{"too long", strings.Repeat("k", maxKeyBytes+1), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,9 +64,9 @@ func TestHashKey(t *testing.T) {
 }
 
 func TestRootKeys(t *testing.T) {
-	c := serveCmd{RootKey: []string{"plain:acme"}, RootKeySHA256: []string{sha256Hex("hashed") + ":globex", " "}}
+	c := serveCmd{RootKey: []string{"plain-0123456789abc:acme"}, RootKeySHA256: []string{sha256Hex("hashed") + ":globex", " "}}
 	keys, err := c.rootKeys()
-	if err != nil || len(keys) != 2 || keys[0].Key != "plain" || keys[1].Key != "" || hex.EncodeToString(keys[1].SHA256[:]) != sha256Hex("hashed") || keys[1].Workspace != "globex" {
+	if err != nil || len(keys) != 2 || keys[0].Key != "plain-0123456789abc" || keys[1].Key != "" || hex.EncodeToString(keys[1].SHA256[:]) != sha256Hex("hashed") || keys[1].Workspace != "globex" {
 		t.Fatalf("rootKeys() = %+v, %v", keys, err)
 	}
 }
@@ -114,10 +116,12 @@ func TestSecurityFlagsValidate(t *testing.T) {
 		{"admin addr without port", func(c *serveCmd) { c.AdminAddr = "127.0.0.1" }, "--admin-addr"},
 		{"hashed key", func(c *serveCmd) { c.RootKeySHA256 = []string{sha256Hex("k") + ":acme"} }, ""},
 		{"plaintext key as a hash", func(c *serveCmd) { c.RootKeySHA256 = []string{"k:acme"} }, "--root-key-sha256"},
-		{"key and its hash", func(c *serveCmd) { c.RootKey, c.RootKeySHA256 = []string{"k:a"}, []string{sha256Hex("k") + ":b"} }, ""},
+		{"key and its hash", func(c *serveCmd) {
+			c.RootKey, c.RootKeySHA256 = []string{"key-0123456789abcdef:a"}, []string{sha256Hex("key-0123456789abcdef") + ":b"}
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1,
+			c := serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1, MaxConns: 10,
 				GlobalFlags: GlobalFlags{GlobalInterval: time.Second, DenialMinUsage: 0.5}, AdminFlags: AdminFlags{AdminAddr: "127.0.0.1:0"}}
 			tc.mutate(&c)
 			err := c.Validate()
@@ -310,7 +314,8 @@ func TestAdminHandler(t *testing.T) {
 		{"metrics", "GET", "/metrics", 200, "sluice_test_total 0"},
 		{"pprof index", "GET", "/debug/pprof/", 200, "goroutine"},
 		{"pprof heap", "GET", "/debug/pprof/heap?debug=1", 200, "heap profile"},
-		{"pprof cmdline", "GET", "/debug/pprof/cmdline", 200, ""},
+		{"pprof cmdline is not served", "GET", "/debug/pprof/cmdline", 404, "not served"},
+		{"pprof cmdline by the index", "GET", "/debug/pprof/cmdline?debug=1", 404, "not served"},
 		{"pprof symbol post", "POST", "/debug/pprof/symbol", 200, "num_symbols"},
 		{"healthz", "GET", "/healthz", 200, "ok"},
 		{"readyz while starting", "GET", "/readyz", 503, "starting"},

@@ -42,28 +42,35 @@ const defaultGCPercent = 200
 
 // serveCmd holds the flags of `sluice serve`. Defaults are in the tags.
 type serveCmd struct {
-	HTTPAddr        string        `name:"http-addr" default:"127.0.0.1:7070" help:"Address of the HTTP API (HTTP/1.1 and h2c; with --tls-cert, TLS with HTTP/1.1 and HTTP/2). Port 0 picks a free port (logged)."`
-	Region          string        `default:"local" help:"Name of this node's region."`
-	Origin          string        `enum:"memory,redis,cluster," default:"" help:"Regional origin: memory, redis or cluster (default: redis when --redis-url is set, else memory)."`
-	RedisURL        string        `name:"redis-url" help:"Redis URL (redis:// or rediss://) of the regional origin."`
-	MySQLDSN        string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): turns on the global layer (regions converge through it) and stores namespaces and overrides there."`
-	Store           string        `enum:"sqlite,redis,mysql," default:"" help:"Store of namespaces and overrides: sqlite (per node, in --data-dir), redis (--redis-url) or mysql (--mysql-dsn). Default: mysql when --mysql-dsn is set, else redis when --redis-url is set, else sqlite."`
-	RootKey         []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. None (and no --root-key-sha256): any bearer token is workspace 'default', loopback only."`
-	RootKeySHA256   []string      `name:"root-key-sha256" env:"SLUICE_ROOT_KEY_SHA256S" sep:"," placeholder:"HEX:WORKSPACE" help:"SHA-256 of a root key (64 hex digits, printed by 'sluice hash-key') and its workspace: the configuration need not hold the key. Repeatable; SLUICE_ROOT_KEY_SHA256S is comma-separated."`
-	DataDir         string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
-	RLSConfig       string        `name:"rls-config" placeholder:"PATH" help:"File or folder of envoyproxy/ratelimit YAML: serves Envoy RLS (gRPC, h2c) on --http-addr. SIGHUP reloads it."`
-	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" help:"Log format: text or json."`
-	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" help:"Minimum log level."`
-	ShutdownTimeout time.Duration `name:"shutdown-timeout" default:"15s" help:"How long a graceful shutdown waits for in-flight requests."`
-	OverrideRefresh time.Duration `name:"override-refresh" default:"2s" help:"How often overrides are re-read from the store (the delay before another node's change is seen)."`
-	OTelEndpoint    string        `name:"otel-endpoint" placeholder:"URL" help:"OpenTelemetry collector (OTLP/HTTP) for traces, e.g. http://127.0.0.1:4318; /v1/traces is added when the URL has no path. Tracing is off unless this or OTEL_EXPORTER_OTLP_ENDPOINT is set."`
-	OTelSampleRatio float64       `name:"otel-sample-ratio" default:"1" help:"Share of new traces that are sampled, 0 to 1. A caller's sampled traceparent is always followed."`
-	MaxNamespaces   int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
-	MaxCounters     int           `name:"max-counters" default:"5000000" help:"Most window cells held in memory (about 200 bytes each; a counter holds one or two); past it the least recently used are evicted."`
-	GlobalFlags     `embed:""`
-	ClusterFlags    `embed:""`
-	TLSFlags        `embed:""`
-	AdminFlags      `embed:""`
+	HTTPAddr                string        `name:"http-addr" default:"127.0.0.1:7070" help:"Address of the HTTP API (HTTP/1.1 and h2c; with --tls-cert, TLS with HTTP/1.1 and HTTP/2). Port 0 picks a free port (logged)."`
+	Region                  string        `default:"local" help:"Name of this node's region."`
+	Origin                  string        `enum:"memory,redis,cluster," default:"" help:"Regional origin: memory, redis or cluster (default: redis when --redis-url is set, else memory)."`
+	RedisURL                string        `name:"redis-url" help:"Redis URL (redis:// or rediss://) of the regional origin."`
+	MySQLDSN                string        `name:"mysql-dsn" help:"MySQL/MariaDB DSN (go-sql-driver format): turns on the global layer (regions converge through it) and stores namespaces and overrides there."`
+	Store                   string        `enum:"sqlite,redis,mysql," default:"" help:"Store of namespaces and overrides: sqlite (per node, in --data-dir), redis (--redis-url) or mysql (--mysql-dsn). Default: mysql when --mysql-dsn is set, else redis when --redis-url is set, else sqlite."`
+	RootKey                 []string      `name:"root-key" env:"SLUICE_ROOT_KEYS" sep:"," placeholder:"KEY:WORKSPACE" help:"Root key (at least 16 bytes) and its workspace, split at the last ':'. Repeatable; SLUICE_ROOT_KEYS is comma-separated. Prefer --root-key-file, SLUICE_ROOT_KEYS or --root-key-sha256: a flag is visible to every local user (ps). None (and no --root-key-sha256 or --root-key-file): any bearer token is workspace 'default', loopback only."`
+	RootKeyFile             string        `name:"root-key-file" type:"path" placeholder:"FILE" help:"File of root keys, one KEY:WORKSPACE per line as --root-key takes them; blank lines and lines starting with # are skipped."`
+	RootKeySHA256           []string      `name:"root-key-sha256" env:"SLUICE_ROOT_KEY_SHA256S" sep:"," placeholder:"HEX:WORKSPACE" help:"SHA-256 of a root key (64 hex digits, printed by 'sluice hash-key') and its workspace: the configuration need not hold the key. Repeatable; SLUICE_ROOT_KEY_SHA256S is comma-separated."`
+	DataDir                 string        `name:"data-dir" default:"./sluice-data" help:"Folder of the SQLite database (created if missing)."`
+	RLSConfig               string        `name:"rls-config" placeholder:"PATH" help:"File or folder of envoyproxy/ratelimit YAML: serves Envoy RLS (gRPC, h2c) on --http-addr, or on --rls-addr. SIGHUP reloads it."`
+	LogFormat               string        `name:"log-format" enum:"text,json" default:"text" help:"Log format: text or json."`
+	LogLevel                string        `name:"log-level" enum:"debug,info,warn,error" default:"info" help:"Minimum log level."`
+	ShutdownTimeout         time.Duration `name:"shutdown-timeout" default:"15s" help:"How long a graceful shutdown waits for in-flight requests; those still running then are cut (they decide locally at once) before the final flush."`
+	OverrideRefresh         time.Duration `name:"override-refresh" default:"2s" help:"How often overrides are re-read from the store (the delay before another node's change is seen)."`
+	OTelEndpoint            string        `name:"otel-endpoint" placeholder:"URL" help:"OpenTelemetry collector (OTLP/HTTP) for traces, e.g. http://127.0.0.1:4318; /v1/traces is added when the URL has no path. Tracing is off unless this or OTEL_EXPORTER_OTLP_ENDPOINT is set."`
+	OTelSampleRatio         float64       `name:"otel-sample-ratio" default:"1" help:"Share of new traces that are sampled, 0 to 1. A caller's sampled traceparent is always followed."`
+	MaxNamespaces           int           `name:"max-namespaces" default:"10000" help:"Most namespaces one workspace may have; a call that would create one more gets a 403."`
+	MaxOverrides            int           `name:"max-overrides" default:"10000" help:"Most overrides one namespace may have, in every store; a setOverride that would add one more gets a 403."`
+	MaxCounters             int           `name:"max-counters" default:"5000000" help:"Most window cells held in memory (about 230 bytes each; a counter holds one or two); past it cells are evicted from the workspaces over their share, least recently used first."`
+	MaxCountersPerWorkspace int           `name:"max-counters-per-workspace" default:"0" help:"Most window cells one workspace (or Envoy RLS domain) may hold; 0: its fair share of --max-counters (90% of it divided by the workspaces holding cells). When memory is full, cells are evicted only from workspaces over their share."`
+	MaxConns                int           `name:"max-conns" default:"10000" help:"Most connections open at once on --http-addr (the API, Envoy RLS and the cluster's peer RPC); one more is closed at accept and counted in sluice_http_connections_rejected_total. An idle h2c connection costs about 33 KB (10,000: some 330 MB)."`
+	GlobalFlags             `embed:""`
+	ClusterFlags            `embed:""`
+	TLSFlags                `embed:""`
+	AdminFlags              `embed:""`
+	RLSFlags                `embed:""`
+
+	argv map[string]bool // the flags set on the command line, by AfterApply
 }
 
 // Validate checks the flags that kong's tags cannot.
@@ -78,6 +85,9 @@ func (c *serveCmd) Validate() error {
 		return err
 	}
 	if err := c.AdminFlags.validate(); err != nil {
+		return err
+	}
+	if err := c.RLSFlags.validate(c.RLSConfig, c.TLSFlags); err != nil {
 		return err
 	}
 	if c.Region == "" {
@@ -98,8 +108,17 @@ func (c *serveCmd) Validate() error {
 	if c.MaxCounters < 0 {
 		return errors.New("--max-counters must not be negative")
 	}
+	if c.MaxCountersPerWorkspace < 0 {
+		return errors.New("--max-counters-per-workspace must not be negative")
+	}
 	if c.MaxNamespaces < 0 {
 		return errors.New("--max-namespaces must not be negative")
+	}
+	if c.MaxConns < 1 {
+		return errors.New("--max-conns must be at least 1")
+	}
+	if c.MaxOverrides < 0 {
+		return errors.New("--max-overrides must not be negative")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("--shutdown-timeout must be positive")
@@ -148,6 +167,13 @@ func (c *serveCmd) rootKeys() ([]server.RootKey, error) {
 		}
 		keys = append(keys, k)
 	}
+	if c.RootKeyFile != "" {
+		fromFile, err := readRootKeyFile(c.RootKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, fromFile...)
+	}
 	return keys, nil
 }
 
@@ -175,12 +201,15 @@ func isLoopback(addr string) bool {
 }
 
 // Run serves until SIGINT or SIGTERM, then shuts down gracefully: stop
-// accepting, drain in-flight requests (up to --shutdown-timeout), close the
-// limiter (flushing pending replays), stop the override cache, close the
-// store. Each step of start-up registers its release in a cleanup stack that
-// runs in reverse order, on a failed start as on shutdown.
+// accepting, drain in-flight requests (up to --shutdown-timeout), cut those
+// still running and wait for their handlers (up to cutGrace), close the API,
+// close the limiter (flushing pending replays, which no handler can add to
+// any more), stop the override cache, close the store. Each step of
+// start-up registers its release in a cleanup stack that runs in reverse
+// order, on a failed start as on shutdown.
 func (c *serveCmd) Run(ctx context.Context) error {
 	log := c.logger(os.Stderr)
+	c.warnSecretsInArgv(log)
 	gcPercent := setGCPercent()
 	keys, err := c.checkRootKeys(log)
 	if err != nil {
@@ -216,7 +245,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: obs.metrics, MaxCounters: c.MaxCounters}
+	limiterCfg := sluice.Config{Region: c.Region, Logger: log, Observer: obs.metrics, MaxCounters: c.MaxCounters, MaxCountersPerWorkspace: c.MaxCountersPerWorkspace}
 	if limiterCfg.Origin, err = c.newOrigin(origin, log, obs, &cl); err != nil {
 		return err
 	}
@@ -234,21 +263,11 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.HTTPAddr)
+	ln, err := c.listen(ctx, limiter, obs.reg, log, &cl)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
-	}
-	if err := c.joinCluster(ctx, ln.Addr().String(), limiter, log, &cl); err != nil {
-		_ = ln.Close()
 		return err
 	}
-	srv := newHTTPServer(api.Handler(), log)
-	serve := srv.Serve
-	if certs != nil {
-		serve = certs.serveTLS(srv)
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- serve(ln) }()
+	srv, reqs, serveErr := serveAPI(api.Handler(), ln, certs, log)
 	hup.listen(ctx, log, &cl)
 	ready.listen()
 	log.Info("listening", "addr", ln.Addr().String(), "tls", certs != nil, "region", c.Region, "origin", origin, "redis", redactURL(c.RedisURL), "store", c.storeKind(), "root_keys", len(keys), "tracing", obs.tracer != nil, "gogc", gcPercent, "version", version)
@@ -259,10 +278,24 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	stop() // a second signal kills the process the default way
-	c.drain(srv, serveErr, log)
+	drain(srv, reqs, serveErr, c.ShutdownTimeout, cutGrace, log)
 	cl.run()
 	log.Info("stopped")
 	return nil
+}
+
+// listen listens on --http-addr, capped at --max-conns, and joins the
+// cluster once the peer RPC can be reached there.
+func (c *serveCmd) listen(ctx context.Context, limiter *sluice.Limiter, reg prometheus.Registerer, log *slog.Logger, cl *cleanup) (net.Listener, error) {
+	ln, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
+	}
+	if err := c.joinCluster(ctx, ln.Addr().String(), limiter, log, cl); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return limitConns(ln, c.MaxConns, firstRequestTimeout, reg, log), nil
 }
 
 // cleanup is the stack of releases of start-up; run calls them in reverse
@@ -297,7 +330,7 @@ func (c *serveCmd) checkRootKeys(log *slog.Logger) ([]server.RootKey, error) {
 	}
 	if len(keys) == 0 {
 		if !isLoopback(c.HTTPAddr) {
-			return nil, fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key-sha256 HEX:WORKSPACE or --root-key KEY:WORKSPACE (or SLUICE_ROOT_KEY_SHA256S, SLUICE_ROOT_KEYS) to listen there", c.HTTPAddr)
+			return nil, fmt.Errorf("no root key configured and --http-addr %s is not a loopback address: set --root-key-sha256 HEX:WORKSPACE, --root-key-file FILE or SLUICE_ROOT_KEYS=KEY:WORKSPACE to listen there", c.HTTPAddr)
 		}
 		log.Warn("no root key configured: any bearer token is accepted as workspace \"default\" (allowed because the server listens on loopback only)", "addr", c.HTTPAddr)
 	}
@@ -428,7 +461,7 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 // creations in flight, runs before the limiter and the catalog close. The
 // metrics are served by the admin listener, not by the API.
 func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
-	rlsService, services, err := c.newRLS(limiter, log, obs.rls)
+	rlsService, services, err := c.newRLS(limiter, log, obs.rls, hup, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -453,8 +486,14 @@ func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []
 	return api, nil
 }
 
+// idleTimeout is how long a connection, HTTP/1 or HTTP/2 (h2c or over
+// TLS), is kept open without a request in flight after its last one.
+const idleTimeout = 120 * time.Second
+
 // newHTTPServer returns the HTTP server of h: HTTP/1.1 and h2c, with
-// timeouts that bound slow clients.
+// timeouts that bound slow clients. A connection that starts no request
+// within readHeaderTimeout is closed, whatever its protocol, when it comes
+// from a connLimiter (see serveAPI).
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -462,28 +501,12 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-}
-
-// drain shuts srv down gracefully, waiting up to --shutdown-timeout for
-// in-flight requests before closing the remaining connections, and waits for
-// Serve to return.
-func (c *serveCmd) drain(srv *http.Server, serveErr <-chan error, log *slog.Logger) {
-	log.Info("shutting down: draining in-flight requests", "timeout", c.ShutdownTimeout)
-	ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Warn("drain timed out; closing the remaining connections", "err", err)
-		_ = srv.Close()
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("http server stopped with an error", "err", err)
 	}
 }
 
@@ -513,7 +536,7 @@ func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger, cl *cleanup)
 	switch c.storeKind() {
 	case "mysql":
 		log.Info("store: MySQL, shared by every node on this database; other nodes' changes are seen within about 200ms", "shared", true)
-		return mysql.Open(openCtx, mysql.Config{DSN: c.MySQLDSN, Logger: log})
+		return mysql.Open(openCtx, mysql.Config{DSN: c.MySQLDSN, Logger: log, MaxOverrides: c.MaxOverrides})
 	case "redis":
 		log.Info("store: Redis, shared by every node on this Redis; other nodes' changes are announced by pub/sub", "shared", true, "redis", redactURL(c.RedisURL))
 		client, err := redis.NewClient(c.RedisURL)
@@ -521,7 +544,7 @@ func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger, cl *cleanup)
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
 		cl.add(func() { _ = client.Close() })
-		st, err := storeredis.New(storeredis.Config{Client: client, Logger: log, MaxNamespaces: c.MaxNamespaces})
+		st, err := storeredis.New(storeredis.Config{Client: client, Logger: log, MaxNamespaces: c.MaxNamespaces, MaxOverrides: c.MaxOverrides})
 		if err != nil {
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
@@ -531,7 +554,7 @@ func (c *serveCmd) openStore(ctx context.Context, log *slog.Logger, cl *cleanup)
 		if c.RedisURL != "" {
 			log.Warn("store: namespaces and overrides are kept per node (SQLite) while counts are shared through --redis-url: an override set through this node applies on this node only, so overrides will differ between nodes; use --store redis (or --mysql-dsn) to share them")
 		}
-		return sqlite.Open(openCtx, sqlite.Config{Dir: c.DataDir})
+		return sqlite.Open(openCtx, sqlite.Config{Dir: c.DataDir, MaxOverrides: c.MaxOverrides})
 	}
 }
 

@@ -4,7 +4,8 @@
 // The suite checks the contract of [global.Store] from the outside: counts
 // are G-Counter entries (a lower count never lowers a row), a pull separates
 // the caller's region from the others, cursors make pulls incremental, rows
-// expire by the caller's clock, denials keep their first row, cleanup deletes
+// expire by the caller's clock, denials keep their first row and are read by
+// the other regions only, cleanup deletes
 // exactly the expired rows, identities are byte-exact and never collide, and
 // concurrent publishers from several regions lose nothing.
 //
@@ -54,6 +55,7 @@ func Run(t *testing.T, open Open) {
 		{"Regions", testRegions},
 		{"DenialsFirstRowWins", testDenialsFirstWins},
 		{"DenialsCursorAndExpiry", testDenialsCursor},
+		{"DenialsOfOtherRegionsOnly", testDenialsOthersOnly},
 		{"Cleanup", testCleanup},
 		{"Identities", testIdentities},
 		{"ConcurrentPublishers", testConcurrent},
@@ -317,11 +319,14 @@ func emit(t *testing.T, s global.Store, ds ...global.Denial) {
 	}
 }
 
-func denials(t *testing.T, s global.Store, cursor global.Cursor, now int64) (map[origin.Cell]global.Denial, global.Cursor) {
+// reader is a region that emits no denial in the suite: it reads every row.
+const reader = "reader"
+
+func denials(t *testing.T, s global.Store, region string, cursor global.Cursor, now int64) (map[origin.Cell]global.Denial, global.Cursor) {
 	t.Helper()
-	ds, next, err := s.Denials(context.Background(), cursor, now)
+	ds, next, err := s.Denials(context.Background(), region, cursor, now)
 	if err != nil {
-		t.Fatalf("Denials(%d, %d): %v", cursor, now, err)
+		t.Fatalf("Denials(%q, %d, %d): %v", region, cursor, now, err)
 	}
 	m := make(map[origin.Cell]global.Denial, len(ds))
 	for _, d := range ds {
@@ -348,16 +353,16 @@ func testDenialsFirstWins(t *testing.T, s global.Store) {
 	x, y, x2 := cell("x", active), cell("y", active), cell("x", active+1)
 	emit(t, s, denial(x, 10, "a"))
 	emit(t, s, denial(x, 20, "b"), denial(y, 5, "b"), denial(y, 6, "c"), denial(x2, 30, "c"))
-	got, _ := denials(t, s, 0, Now)
+	got, _ := denials(t, s, reader, 0, Now)
 	wantDenials(t, "first row of each cell", got, denial(x, 10, "a"), denial(y, 5, "b"), denial(x2, 30, "c"))
 }
 
 func testDenialsCursor(t *testing.T, s global.Store) {
 	x, y, old := cell("x", active), cell("y", active+1), cell("old", 5)
 	emit(t, s, denial(x, 10, "a"), denial(old, 1, "a"))
-	got, cur := denials(t, s, 0, Now)
+	got, cur := denials(t, s, reader, 0, Now)
 	wantDenials(t, "zero cursor skips expired rows", got, denial(x, 10, "a"))
-	got, _ = denials(t, s, 0, expiry(old)-1)
+	got, _ = denials(t, s, reader, 0, expiry(old)-1)
 	wantDenials(t, "an earlier now sees the old row", got, denial(x, 10, "a"), denial(old, 1, "a"))
 
 	steps := []struct {
@@ -373,11 +378,48 @@ func testDenialsCursor(t *testing.T, s global.Store) {
 		if st.emit != nil {
 			emit(t, s, st.emit...)
 		}
-		got, cur = denials(t, s, cur, Now)
+		got, cur = denials(t, s, reader, cur, Now)
 		wantDenials(t, st.name, got, st.want...)
 	}
-	got, _ = denials(t, s, 0, expiry(x))
+	got, _ = denials(t, s, reader, 0, expiry(x))
 	wantDenials(t, "at x's expiry", got, denial(y, 3, "b"))
+}
+
+func testDenialsOthersOnly(t *testing.T, s global.Store) {
+	x, y, z := cell("x", active), cell("y", active), cell("z", active)
+	emit(t, s, denial(x, 10, "a"), denial(y, 20, "b"), denial(z, 30, "a"))
+	for _, tc := range []struct {
+		region string
+		want   []global.Denial
+	}{
+		{"a", []global.Denial{denial(y, 20, "b")}},
+		{"b", []global.Denial{denial(x, 10, "a"), denial(z, 30, "a")}},
+		{"never emitted", []global.Denial{denial(x, 10, "a"), denial(y, 20, "b"), denial(z, 30, "a")}},
+		{"A", []global.Denial{denial(x, 10, "a"), denial(y, 20, "b"), denial(z, 30, "a")}}, // regions are case-sensitive
+	} {
+		t.Run(tc.region, func(t *testing.T) {
+			got, _ := denials(t, s, tc.region, 0, Now)
+			wantDenials(t, "denials", got, tc.want...)
+		})
+	}
+
+	_, cur := denials(t, s, "a", 0, Now)
+	v, w := cell("v", active), cell("w", active)
+	steps := []struct {
+		name string
+		emit []global.Denial
+		want []global.Denial
+	}{
+		{"own new row", []global.Denial{denial(v, 1, "a")}, nil},
+		{"another region's row on an own cell keeps the first", []global.Denial{denial(v, 2, "b")}, nil},
+		{"another region's new row", []global.Denial{denial(w, 3, "b")}, []global.Denial{denial(w, 3, "b")}},
+	}
+	for _, st := range steps {
+		emit(t, s, st.emit...)
+		var got map[origin.Cell]global.Denial
+		got, cur = denials(t, s, "a", cur, Now)
+		wantDenials(t, st.name, got, st.want...)
+	}
 }
 
 func testCleanup(t *testing.T, s global.Store) {
@@ -402,7 +444,7 @@ func testCleanup(t *testing.T, s global.Store) {
 	if p.Regions != 2 {
 		t.Fatalf("cleanup changed Regions: %d", p.Regions)
 	}
-	ds, _ := denials(t, s, 0, expiry(early)-1)
+	ds, _ := denials(t, s, reader, 0, expiry(early)-1)
 	wantDenials(t, "denials after cleanup", ds, denial(late, 1, "a"))
 	if n, err := s.Cleanup(ctx, expiry(early), 100); err != nil || n != 0 {
 		t.Fatalf("second Cleanup = %d, %v; want 0", n, err)
@@ -466,7 +508,7 @@ func testIdentities(t *testing.T, s global.Store) {
 	wantCells(t, "every identity reads back byte-exact with its own count", got, want...)
 	emit(t, s, ds...)
 	wantDs = append(wantDs, ds...)
-	gotDs, _ := denials(t, s, 0, Now)
+	gotDs, _ := denials(t, s, reader, 0, Now)
 	wantDenials(t, "every denial reads back byte-exact", gotDs, wantDs...)
 }
 
@@ -482,7 +524,7 @@ func testCanceled(t *testing.T, s global.Store) {
 		{"Announce", func() error { return s.Announce(ctx, "a", Now) }},
 		{"Pull", func() error { _, err := s.Pull(ctx, "a", 0, Now, 1000); return err }},
 		{"EmitDenials", func() error { return s.EmitDenials(ctx, []global.Denial{denial(c, 1, "a")}) }},
-		{"Denials", func() error { _, _, err := s.Denials(ctx, 0, Now); return err }},
+		{"Denials", func() error { _, _, err := s.Denials(ctx, reader, 0, Now); return err }},
 		{"Cleanup", func() error { _, err := s.Cleanup(ctx, Now, 10); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -493,7 +535,7 @@ func testCanceled(t *testing.T, s global.Store) {
 	}
 	got, _ := pull(t, s, "b", 0)
 	wantCells(t, "nothing written by canceled calls", got)
-	ds, _ := denials(t, s, 0, Now)
+	ds, _ := denials(t, s, reader, 0, Now)
 	wantDenials(t, "no denial written by canceled calls", ds)
 }
 

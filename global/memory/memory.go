@@ -137,7 +137,7 @@ func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error 
 }
 
 // Denials implements [global.Store].
-func (s *Store) Denials(ctx context.Context, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, cursor, err
 	}
@@ -145,7 +145,7 @@ func (s *Store) Denials(ctx context.Context, cursor global.Cursor, now int64) ([
 	defer s.mu.Unlock()
 	var out []global.Denial
 	for _, d := range s.denials {
-		if d.version > int64(cursor) && d.ExpiresAt > now {
+		if d.version > int64(cursor) && d.ExpiresAt > now && d.Region != region {
 			out = append(out, d.Denial)
 		}
 	}

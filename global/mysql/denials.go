@@ -67,9 +67,13 @@ func denialRows(denials []global.Denial) ([]denialRow, skips) {
 }
 
 // Denials implements [global.Store]. Like Pull, it reads the database clock
-// first, then the rows created after the cursor that are still active at
-// now; the cursor it returns is the clock minus Config.CursorOverlap.
-func (s *Store) Denials(ctx context.Context, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+// first, then the rows of other regions created after the cursor that are
+// still active at now; the cursor it returns is the clock minus
+// Config.CursorOverlap.
+func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+	if err := checkRegion(region); err != nil {
+		return nil, cursor, err
+	}
 	var out []global.Denial
 	next := cursor
 	err := s.do(ctx, OpDenials, func(ctx context.Context, t *tally) error {
@@ -79,7 +83,7 @@ func (s *Store) Denials(ctx context.Context, cursor global.Cursor, now int64) ([
 			return err
 		}
 		t.statements++
-		rows, err := s.db.QueryContext(ctx, s.q.readDenials, cursorTime(int64(cursor)), now)
+		rows, err := s.db.QueryContext(ctx, s.q.readDenials, cursorTime(int64(cursor)), now, []byte(region))
 		if err != nil {
 			return err
 		}

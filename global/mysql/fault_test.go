@@ -46,7 +46,7 @@ func faultCalls(s *Store) map[Op]func(context.Context) error {
 		OpEmitDenials: func(ctx context.Context) error {
 			return s.EmitDenials(ctx, []global.Denial{{Cell: c, Limit: 1, ExpiresAt: now + 60_000}})
 		},
-		OpDenials: func(ctx context.Context) error { _, _, err := s.Denials(ctx, 0, now); return err },
+		OpDenials: func(ctx context.Context) error { _, _, err := s.Denials(ctx, "b", 0, now); return err },
 		OpCleanup: func(ctx context.Context) error { _, err := s.Cleanup(ctx, 0, 10); return err },
 	}
 }

@@ -90,6 +90,7 @@ func TestInvalidInput(t *testing.T) {
 		{"publish region too long", func() error { return s.Publish(ctx, long, nil, now) }},
 		{"announce region too long", func() error { return s.Announce(ctx, long, now) }},
 		{"pull region too long", func() error { _, err := s.Pull(ctx, long, 0, now, 1); return err }},
+		{"denials region too long", func() error { _, _, err := s.Denials(ctx, long, 0, now); return err }},
 		{"cleanup batch 0", func() error { _, err := s.Cleanup(ctx, now, 0); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +136,7 @@ func TestInvalidCellsSkipped(t *testing.T) {
 	if err != nil || len(p.Cells) != 1 || p.Cells[0].Cell != good {
 		t.Fatalf("pulled %v, %v; want the valid cell only", p.Cells, err)
 	}
-	ds, _, err := s.Denials(ctx, 0, now)
+	ds, _, err := s.Denials(ctx, "b", 0, now)
 	if err != nil || len(ds) != 1 || ds[0].Cell != good {
 		t.Fatalf("denials %v, %v; want the valid cell only", ds, err)
 	}

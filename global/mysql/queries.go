@@ -70,7 +70,7 @@ FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_a
 JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
 GROUP BY c.id_hash, c.duration_ms, c.seq`),
 		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at " +
-			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ?"),
+			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ?"),
 		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -120,7 +121,20 @@ func (s *RedisServer) Start() {
 	}
 }
 
-// Stop kills the server; its data is lost, as in a crash.
+// Signal sends sig to the running server: SIGSTOP freezes it (connections
+// are accepted by the kernel, nothing answers), SIGCONT thaws it.
+func (s *RedisServer) Signal(sig os.Signal) {
+	s.t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.t.Fatalf("testenv: signal %v: redis-server on %s is not running", sig, s.Addr)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("testenv: signal %v to redis-server on %s: %v", sig, s.Addr, err)
+	}
+}
+
+// Stop kills the server (SIGKILL, which also ends a stopped one); its data
+// is lost, as in a crash.
 func (s *RedisServer) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return

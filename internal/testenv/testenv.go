@@ -72,3 +72,19 @@ func reachable(t testing.TB, env, def, what string) string {
 	_ = conn.Close()
 	return addr
 }
+
+// AwayFromRollover waits, when needed, until at least need is left before the
+// wall clock's next multiple of window. A test that runs on the real clock and
+// asserts what a counter does within one window calls it first: a new window
+// is a new counter, which the limiter reads from its origin.
+func AwayFromRollover(t testing.TB, window, need time.Duration) {
+	t.Helper()
+	if need >= window {
+		t.Fatalf("testenv: %v cannot fit in a window of %v", need, window)
+	}
+	now := time.Now()
+	if left := now.Truncate(window).Add(window).Sub(now); left < need {
+		t.Logf("testenv: waiting %v for the next window of %v", left.Round(time.Millisecond), window)
+		time.Sleep(left + time.Millisecond)
+	}
+}

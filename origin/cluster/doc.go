@@ -7,11 +7,16 @@
 // call for an identity this node owns goes to its own store with no network,
 // any other goes to the owner over the peer RPC, a small JSON-over-HTTP
 // service mounted on the owner's HTTP port ([Origin.Handler]) and
-// authenticated with an HMAC derived from the cluster secret. A breaker per
-// peer turns an unreachable owner into fast failures; once it is open, the
-// owner's runner-up on the ring stands in for it (seeded with what this node
-// saw), so the nodes that gave up on the owner converge on one stand-in
-// instead of deciding alone until the failure detector removes the owner.
+// authenticated with an HMAC derived from the cluster secret, signed for the
+// receiver's id and its incarnation (a random id drawn at start and gossiped
+// to the members), so a captured call replays at no other node and at no
+// later run of its own; a call is refused on its headers before its body is
+// read, and apply and seed take only the cells the receiver owns or stands
+// in for. A breaker per peer turns an unreachable owner into fast failures;
+// once it is open, the owner's runner-up on the ring stands in for it
+// (seeded with what this node saw), so the nodes that gave up on the owner
+// converge on one stand-in instead of deciding alone until the failure
+// detector removes the owner.
 // If no member answers, the limiter decides locally, as it does when Redis
 // is down.
 //

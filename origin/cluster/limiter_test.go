@@ -91,12 +91,12 @@ func TestPartitionHeals(t *testing.T) {
 		limiters[i] = l
 		t.Cleanup(func() { _ = l.Close() })
 	}
-	addr := func(idx ...int) map[string]string {
-		m := map[string]string{}
+	addr := func(idx ...int) map[string]Member {
+		var side []*testNode
 		for _, i := range idx {
-			m[nodes[i].o.ID()] = nodes[i].srv.URL
+			side = append(side, nodes[i])
 		}
-		return m
+		return membersOf(side...)
 	}
 	// Each side's gossip reaches only its side.
 	sides := [][]int{{0}, {1, 2}}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -127,7 +126,7 @@ type Membership struct {
 	meta  []byte
 
 	mu      sync.Mutex
-	members map[string]string // name -> RPC base URL, this node included
+	members map[string]Member // by name, this node included
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -137,15 +136,12 @@ type Membership struct {
 	once      sync.Once
 }
 
-// nodeMeta is the metadata each member gossips.
+// nodeMeta is the metadata each member gossips: how to reach its peer RPC
+// and which incarnation to sign calls for. With a cluster secret the gossip
+// is encrypted, so the incarnation is known to members only.
 type nodeMeta struct {
 	RPC string `json:"rpc"`
-}
-
-// gossipKey derives the 32-byte gossip key from the cluster secret.
-func gossipKey(secret string) []byte {
-	sum := sha256.Sum256([]byte(secret))
-	return sum[:]
+	Inc string `json:"inc"`
 }
 
 // Join starts gossiping on cfg.BindAddr and joins the nodes cfg.Discover
@@ -186,16 +182,16 @@ func Join(cfg MembershipConfig) (*Membership, error) {
 	}
 	mc.Name = cfg.Origin.ID()
 	mc.DeadNodeReclaimTime = 30 * time.Second
-	meta, err := json.Marshal(nodeMeta{RPC: cfg.RPCAddr})
+	meta, err := json.Marshal(nodeMeta{RPC: cfg.RPCAddr, Inc: cfg.Origin.Incarnation()})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Membership{cfg: cfg, o: cfg.Origin, log: cfg.Logger, meta: meta,
-		members: map[string]string{}, ctx: ctx, cancel: cancel}
+		members: map[string]Member{}, ctx: ctx, cancel: cancel}
 	mc.Delegate = delegate{m}
 	mc.Events = events{m}
-	mc.Logger = log.New(&logWriter{log: cfg.Logger}, "", 0)
+	mc.Logger = log.New(&logWriter{gate: newLogGate(cfg.Logger, LogGossip, cfg.Origin.cfg.Observer)}, "", 0)
 	m.queue = &memberlist.TransmitLimitedQueue{NumNodes: func() int { return m.numMembers() }, RetransmitMult: mc.RetransmitMult}
 	m.ml, err = memberlist.Create(mc)
 	if err != nil {
@@ -204,7 +200,7 @@ func Join(cfg MembershipConfig) (*Membership, error) {
 	}
 	m.o.setBroadcaster(m.broadcast)
 	m.wg.Go(m.joinLoop)
-	m.log.Info("cluster: gossiping", "name", mc.Name, "bind", cfg.BindAddr, "advertise", cfg.AdvertiseAddr, "rpc", cfg.RPCAddr, "preset", cmpStr(cfg.Preset, PresetLAN), "encrypted", cfg.Secret != "")
+	m.log.Info("cluster: gossiping", "name", mc.Name, "incarnation", cfg.Origin.Incarnation(), "bind", cfg.BindAddr, "advertise", cfg.AdvertiseAddr, "rpc", cfg.RPCAddr, "preset", cmpStr(cfg.Preset, PresetLAN), "encrypted", cfg.Secret != "")
 	return m, nil
 }
 
@@ -347,16 +343,16 @@ func (m *Membership) update(n *memberlist.Node, alive bool) {
 	m.mu.Lock()
 	if alive {
 		var meta nodeMeta
-		if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.RPC == "" {
+		if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.RPC == "" || len(meta.Inc) != incarnationLen {
 			m.mu.Unlock()
-			m.log.Warn("cluster: member without a peer RPC address ignored", "member", n.Name)
+			m.log.Warn("cluster: member without a peer RPC address or incarnation ignored (a node of an earlier version?)", "member", n.Name)
 			return
 		}
-		m.members[n.Name] = meta.RPC
+		m.members[n.Name] = Member{RPC: meta.RPC, Incarnation: meta.Inc}
 	} else {
 		delete(m.members, n.Name)
 	}
-	peers := make(map[string]string, len(m.members))
+	peers := make(map[string]Member, len(m.members))
 	for k, v := range m.members {
 		peers[k] = v
 	}
@@ -418,8 +414,10 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 func (e events) NotifyUpdate(n *memberlist.Node) { e.m.update(n, true) }
 
 // logWriter sends memberlist's log lines to slog: [ERR] and [WARN] lines at
-// warning level, the rest at debug level.
-type logWriter struct{ log *slog.Logger }
+// warning level, the rest at debug level, through a logGate: memberlist
+// logs a line per garbage packet or connection, and UDP packets are easy
+// to spoof.
+type logWriter struct{ gate *logGate }
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
@@ -427,6 +425,6 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	if bytes.Contains(p, []byte("[ERR]")) || bytes.Contains(p, []byte("[WARN]")) {
 		level = slog.LevelWarn
 	}
-	w.log.Log(context.Background(), level, "memberlist: "+line)
+	w.gate.write(level, "memberlist: "+line)
 	return len(p), nil
 }

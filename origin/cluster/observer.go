@@ -13,6 +13,24 @@ const (
 	KindSeed   Kind = "seed"   // hand the new owner of moved cells the totals seen
 )
 
+// known reports whether k is one of the peer RPCs.
+func (k Kind) known() bool {
+	switch k {
+	case KindLoad, KindApply, KindDecide, KindSeed:
+		return true
+	}
+	return false
+}
+
+// Log sources, the values of [Observer.LogDropped]'s source.
+const (
+	// LogGossip: memberlist's log lines (a garbage packet to the gossip
+	// port makes one).
+	LogGossip = "gossip"
+	// LogRPC: the lines about peer calls this node refused.
+	LogRPC = "rpc"
+)
+
 // Outcome classifies how a peer RPC ended, for metrics labels.
 type Outcome string
 
@@ -41,6 +59,12 @@ type Observer interface {
 	BroadcastSent()
 	// BroadcastReceived reports one exceed broadcast received.
 	BroadcastReceived()
+	// Refused reports one peer call this node refused, and why.
+	Refused(reason RefuseReason)
+	// LogDropped reports one log line of source (LogGossip, LogRPC) not
+	// written because the lines of that source came faster than its rate
+	// limit allows.
+	LogDropped(source string)
 }
 
 // NopObserver is an [Observer] that ignores everything.
@@ -60,3 +84,9 @@ func (NopObserver) BroadcastSent() {}
 
 // BroadcastReceived implements [Observer].
 func (NopObserver) BroadcastReceived() {}
+
+// Refused implements [Observer].
+func (NopObserver) Refused(RefuseReason) {}
+
+// LogDropped implements [Observer].
+func (NopObserver) LogDropped(string) {}

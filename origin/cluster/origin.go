@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,13 +30,16 @@ var (
 	ErrRefused = errors.New("cluster: peer refused the call")
 	// ErrPeer is returned when a peer could not be reached or failed.
 	ErrPeer = errors.New("cluster: peer unreachable")
+	// ErrNotOwner is returned, wrapped with [origin.ErrUnavailable], for a
+	// delta a peer refused because it neither owns its cell nor stands in
+	// for the owner (its view of the ring differs from this node's, for a
+	// moment): nothing was counted, and the limiter sends it again to
+	// whoever owns the cell then.
+	ErrNotOwner = errors.New("cluster: the peer does not own the cell")
 )
 
 // DefaultTimeout bounds one peer RPC when the caller's context allows more.
 const DefaultTimeout = 250 * time.Millisecond
-
-// maxParked bounds the cells whose deltas wait for an unreachable owner.
-const maxParked = 1 << 16
 
 // Merger receives the totals of an owner's exceed broadcast: it raises its
 // local view of cell to total (never lowers it). The limiter implements it
@@ -72,8 +76,9 @@ type Config struct {
 	Observer Observer
 	Clock    func() time.Time
 	// RehomeTicks, if set, replaces the re-homing goroutine's own triggers
-	// (a ring change, a breaker that opened or closed, and the timer that
-	// sends parked deltas again): it runs one [Origin.Rehome] per value
+	// (a ring change, a member that restarted, a breaker that opened or
+	// closed, and the timer that sends refused seeds again): it runs one
+	// [Origin.Rehome] per value
 	// received and never on its own. A simulation in virtual time drives
 	// re-homing with it, or by calling Rehome itself.
 	RehomeTicks <-chan time.Time
@@ -108,6 +113,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Member is how this node reaches another member: the base URL of its peer
+// RPC (http://host:port) and its incarnation, the random id it drew at
+// start ([Origin.Incarnation]), which every call to it is signed for. A
+// [Membership] learns both from the member's gossip metadata.
+type Member struct {
+	RPC         string
+	Incarnation string
+}
+
 // view is the ring and the peers it routes to, swapped as one.
 type view struct {
 	ring  *Ring
@@ -119,9 +133,10 @@ type view struct {
 // it owns it. Create it with [New]; a [Membership] keeps its members up to
 // date ([Origin.SetPeers]). It is safe for concurrent use.
 type Origin struct {
-	cfg   Config
-	key   []byte // RPC HMAC key
-	store *memory.Store
+	cfg         Config
+	key         []byte // RPC HMAC key
+	incarnation string // this run's random id, which calls to it are signed for
+	store       *memory.Store
 	// seedMu makes a seed (read, then raise) atomic against every other
 	// use of store, which holds it shared.
 	seedMu sync.RWMutex
@@ -132,12 +147,14 @@ type Origin struct {
 	merger    atomic.Pointer[Merger]
 	broadcast atomic.Pointer[func(exceed)]
 
-	seen    *seen
-	parked  *parking
-	replays *replays // nonces of the peer calls taken
+	seen     *seen
+	replays  *replays     // nonces of the peer calls taken
+	inflight atomic.Int64 // bytes of the peer call bodies being read
+	rpcLog   *logGate     // refused peer calls
 
-	rehomeMu sync.Mutex // serialises Rehome
-	homed    routing    // the routing of the last hand-over, under rehomeMu
+	rehomeMu sync.Mutex    // serialises Rehome
+	homed    routing       // the routing of the last hand-over, under rehomeMu
+	pending  []pendingSeed // seeds refused by their owner, under rehomeMu
 
 	changed chan struct{} // the ring changed: re-home
 	ctx     context.Context
@@ -158,15 +175,16 @@ func New(cfg Config) (*Origin, error) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Origin{
-		cfg:     cfg,
-		key:     rpcKey(cfg.Secret),
-		store:   memory.New(cfg.Clock),
-		seen:    newSeen(cfg.Clock),
-		replays: newReplays(),
-		parked:  &parking{cells: map[origin.Cell]int64{}},
-		changed: make(chan struct{}, 1),
-		ctx:     ctx,
-		cancel:  cancel,
+		cfg:         cfg,
+		key:         rpcKey(cfg.Secret),
+		incarnation: newIncarnation(),
+		store:       memory.New(cfg.Clock),
+		seen:        newSeen(cfg.Clock),
+		replays:     newReplays(),
+		rpcLog:      newLogGate(cfg.Logger, LogRPC, cfg.Observer),
+		changed:     make(chan struct{}, 1),
+		ctx:         ctx,
+		cancel:      cancel,
 	}
 	o.view.Store(&view{ring: NewRing(cfg.ID), peers: map[string]*peer{}})
 	o.homed = o.routing()
@@ -178,6 +196,12 @@ func New(cfg Config) (*Origin, error) {
 // ID returns this node's member id.
 func (o *Origin) ID() string { return o.cfg.ID }
 
+// Incarnation returns the random id this node drew at start (128 bits, in
+// hex). Its peers sign every call for it, so a call captured before a
+// restart is refused after it: the nonces of the calls taken are kept in
+// memory only, and the incarnation is what a restart cannot reuse.
+func (o *Origin) Incarnation() string { return o.incarnation }
+
 // Ring returns the ring in force.
 func (o *Origin) Ring() *Ring { return o.view.Load().ring }
 
@@ -188,33 +212,41 @@ func (o *Origin) SetMerger(m Merger) { o.merger.Store(&m) }
 // setBroadcaster sets how an exceed is sent to every other member.
 func (o *Origin) setBroadcaster(f func(exceed)) { o.broadcast.Store(&f) }
 
-// SetPeers sets the other members: member id to the base URL of its peer
-// RPC (http://host:port). This node's own id is ignored. A peer whose
-// address is unchanged keeps its breaker. When the set of members changes,
-// the cells that moved are handed to their new owners in the background
-// (see [Origin.Rehome]).
-func (o *Origin) SetPeers(addrs map[string]string) {
+// SetPeers sets the other members: member id to how to reach it. This
+// node's own id is ignored. A peer whose address and incarnation are
+// unchanged keeps its breaker. When the set of members changes, or a
+// member's incarnation does (it restarted, and lost the cells it owned),
+// the cells that moved or were lost are handed to their owners in the
+// background (see [Origin.Rehome]).
+func (o *Origin) SetPeers(members map[string]Member) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old := o.view.Load()
-	peers := make(map[string]*peer, len(addrs))
+	peers := make(map[string]*peer, len(members))
 	ids := []string{o.cfg.ID}
-	for id, addr := range addrs {
+	restarted := false
+	for id, m := range members {
 		if id == o.cfg.ID {
 			continue
 		}
-		if p := old.peers[id]; p != nil && p.base == addr {
+		p := old.peers[id]
+		switch {
+		case p != nil && p.base == strings.TrimRight(m.RPC, "/") && p.incarnation == m.Incarnation:
 			peers[id] = p
-		} else {
-			peers[id] = o.newPeer(id, addr)
+		default:
+			restarted = restarted || (p != nil && p.incarnation != m.Incarnation)
+			peers[id] = o.newPeer(id, m)
 		}
 		ids = append(ids, id)
 	}
 	ring := NewRing(ids...)
 	o.view.Store(&view{ring: ring, peers: peers})
 	o.cfg.Observer.Members(ring.Len())
-	if !sameMembers(old.ring, ring) {
+	changed := !sameMembers(old.ring, ring)
+	if changed {
 		o.cfg.Logger.Info("cluster: ring changed", "members", ring.Members())
+	}
+	if changed || restarted {
 		select {
 		case o.changed <- struct{}{}:
 		default:
@@ -222,12 +254,12 @@ func (o *Origin) SetPeers(addrs map[string]string) {
 	}
 }
 
-// Peers returns the other members and their RPC base URLs.
-func (o *Origin) Peers() map[string]string {
+// Peers returns the other members and how to reach them.
+func (o *Origin) Peers() map[string]Member {
 	v := o.view.Load()
-	out := make(map[string]string, len(v.peers))
+	out := make(map[string]Member, len(v.peers))
 	for id, p := range v.peers {
-		out[id] = p.base
+		out[id] = Member{RPC: p.base, Incarnation: p.incarnation}
 	}
 	return out
 }
@@ -274,6 +306,10 @@ func (o *Origin) route(key origin.Key) *peer {
 // down returns the peers whose breaker is open (routed around).
 func (v *view) down() map[string]bool { return v.peersWhere((*peer).open) }
 
+// downIDs returns the ids of down, sorted: what a call tells its receiver
+// the sender routes around.
+func (v *view) downIDs() []string { return slices.Sorted(maps.Keys(v.down())) }
+
 // unsettled returns the peers whose breaker is not closed: open, or
 // half-open while a call probes whether the peer answers again.
 func (v *view) unsettled() map[string]bool {
@@ -293,25 +329,36 @@ func (v *view) peersWhere(f func(*peer) bool) map[string]bool {
 	return m
 }
 
-// routing is a ring and the members whose breaker is not closed, the unit
-// of a re-homing: a peer's identities move to their runner-up when its
-// breaker opens, and back once it has closed again (a half-open breaker
-// changes nothing yet, so the peer is seeded only once it answers).
+// routing is a ring, the members whose breaker is not closed and the
+// incarnation of every member, the unit of a re-homing: a peer's
+// identities move to their runner-up when its breaker opens, and back once
+// it has closed again (a half-open breaker changes nothing yet, so the
+// peer is seeded only once it answers); a member that restarted (a new
+// incarnation) lost its cells, and is seeded again.
 type routing struct {
 	ring *Ring
 	down map[string]bool
+	incs map[string]string // member id -> incarnation
 }
 
 func (o *Origin) routing() routing {
 	v := o.view.Load()
-	return routing{ring: v.ring, down: v.unsettled()}
+	incs := map[string]string{o.cfg.ID: o.incarnation}
+	for id, p := range v.peers {
+		incs[id] = p.incarnation
+	}
+	return routing{ring: v.ring, down: v.unsettled(), incs: incs}
 }
 
 func (r routing) ownerOf(h uint64) string { return r.ring.ownerSkipping(h, r.down) }
 
 func (r routing) same(other routing) bool {
-	return sameMembers(r.ring, other.ring) && maps.Equal(r.down, other.down)
+	return sameMembers(r.ring, other.ring) && maps.Equal(r.down, other.down) && maps.Equal(r.incs, other.incs)
 }
+
+// skipped returns the ids of down, sorted: what a seed tells its receiver
+// the sender routes around.
+func (r routing) skipped() []string { return slices.Sorted(maps.Keys(r.down)) }
 
 // Close stops the re-homing goroutine, closes the peer RPC's idle
 // connections and fails later calls with [ErrClosed]. Calls in flight
@@ -338,6 +385,9 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	if err := o.checkOpen(); err != nil {
 		return origin.Counts{}, err
 	}
+	if err := checkKey(key); err != nil {
+		return origin.Counts{}, err
+	}
 	var counts origin.Counts
 	if p := o.route(key); p == nil {
 		var err error
@@ -356,13 +406,13 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	return counts, nil
 }
 
-// Apply adds each delta at its cell's owner, one batch per owner sent
+// Apply raises each delta at its cell's owner, one batch per owner sent
 // concurrently, and returns the totals in order. If no owner could be
-// reached, it returns an error and applied nothing this node knows of. If
-// only some could, the deltas of the others are kept (parked) and sent with
-// the next Apply to whoever owns them then, and their totals are reported
-// as 0, which the limiter's max-merge ignores: a retry of the whole batch
-// would count the delivered deltas twice.
+// reached, it returns an error. If only some could, the error wraps an
+// [*origin.CellErrors] naming the cells of the others (each error wraps
+// origin.ErrUnavailable), whose totals are 0: the limiter sends them again,
+// to whoever owns them then. A write carries its writer's whole count, so
+// sending again never counts twice; nothing waits here for an owner.
 func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
 	if err := o.checkOpen(); err != nil {
 		return nil, err
@@ -370,32 +420,20 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	parked := o.parked.take(o.cfg.Clock().UnixMilli())
-	all := slices.Concat(deltas, parked)
-	totals := make([]int64, len(all))
-	failed := make([]bool, len(all))
-
+	totals := make([]int64, len(deltas))
+	errs := make([]error, len(deltas))
 	groups := map[*peer][]int{}
-	for i, d := range all {
+	for i, d := range deltas {
+		if err := checkKey(d.Cell.Key); err != nil {
+			errs[i] = err
+			continue
+		}
 		p := o.route(d.Cell.Key)
 		groups[p] = append(groups[p], i)
 	}
 	var wg sync.WaitGroup
 	for p, idx := range groups {
-		batch := make([]origin.Delta, len(idx))
-		for j, i := range idx {
-			batch[j] = all[i]
-		}
-		run := func() {
-			t, err := o.applyAt(ctx, p, batch)
-			for j, i := range idx {
-				if err != nil {
-					failed[i] = true
-				} else {
-					totals[i] = t[j]
-				}
-			}
-		}
+		run := func() { o.applyGroup(ctx, p, deltas, idx, totals, errs) }
 		if len(groups) == 1 {
 			run()
 		} else {
@@ -404,55 +442,107 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	}
 	wg.Wait()
 
-	delivered := 0
-	for i := range deltas {
-		if !failed[i] {
-			delivered++
+	failed := map[int]error{}
+	for i, err := range errs {
+		if err != nil {
+			failed[i] = err
 		}
 	}
-	if delivered == 0 && len(deltas) > 0 {
-		// Nothing of the caller's went through: it keeps its deltas.
-		for i := len(deltas); i < len(all); i++ {
-			if failed[i] {
-				o.parked.add(all[i])
-			}
-		}
+	switch {
+	case len(failed) == 0:
+		return totals, nil
+	case len(failed) == len(deltas):
 		return nil, fmt.Errorf("%w: no owner of %d cells reachable: %w", ErrPeer, len(deltas), origin.ErrUnavailable)
+	default:
+		return totals, fmt.Errorf("cluster: apply: %w", &origin.CellErrors{Failed: failed})
 	}
-	for i, d := range all {
-		if failed[i] {
-			if !o.parked.add(d) {
-				o.cfg.Logger.Warn("cluster: too many cells waiting for unreachable owners; dropping an increment", "count", d.Count)
-			}
-			continue
-		}
-		o.seen.record(d.Cell, totals[i])
-	}
-	return totals[:len(deltas)], nil
 }
 
-// applyAt applies batch at p (nil: this node).
-func (o *Origin) applyAt(ctx context.Context, p *peer, batch []origin.Delta) ([]int64, error) {
+// applyGroup applies the deltas at indexes idx, all owned by p (nil: this
+// node), and fills in their totals, or their errors, and what this node
+// has seen of them.
+func (o *Origin) applyGroup(ctx context.Context, p *peer, deltas []origin.Delta, idx []int, totals []int64, errs []error) {
+	batch := make([]origin.Delta, len(idx))
+	for j, i := range idx {
+		batch[j] = deltas[i]
+	}
+	t, failed := o.applyAt(ctx, p, batch)
+	for j, i := range idx {
+		if err := failed[j]; err != nil {
+			errs[i] = fmt.Errorf("%w: %w", origin.ErrUnavailable, err)
+			continue
+		}
+		totals[i] = t[j]
+		o.seen.recordWrite(batch[j].Cell, t[j], batch[j].Writer, batch[j].Sent)
+	}
+}
+
+// applyAt applies batch at p (nil: this node) and returns the totals, and
+// the error of each delta that was not applied (nil where it was): p could
+// not be reached, or p refused a delta whose cell it neither owns nor
+// stands in for ([ErrNotOwner]). The batch goes in calls of at most
+// maxCallCells deltas and maxBody bytes.
+func (o *Origin) applyAt(ctx context.Context, p *peer, batch []origin.Delta) ([]int64, []error) {
+	failed := make([]error, len(batch))
 	if p == nil {
-		return o.localApply(ctx, batch)
+		totals, err := o.localApply(ctx, batch)
+		if err != nil {
+			for i := range failed {
+				failed[i] = err
+			}
+		}
+		return totals, failed
 	}
-	req := applyRequest{D: make([]wireDelta, len(batch))}
+	totals := make([]int64, len(batch))
+	wire := make([]wireDelta, len(batch))
 	for i, d := range batch {
-		req.D[i] = toWireDelta(d)
+		wire[i] = toWireDelta(d)
 	}
+	bodies, firsts, err := packAll(wire, o.view.Load().downIDs())
+	if err != nil {
+		for i := range failed {
+			failed[i] = err
+		}
+		return totals, failed
+	}
+	for c, body := range bodies {
+		from, to := firsts[c], len(batch)
+		if c+1 < len(firsts) {
+			to = firsts[c+1]
+		}
+		o.applyCall(ctx, p, body, totals[from:to], failed[from:to])
+	}
+	return totals, failed
+}
+
+// applyCall sends one apply call of len(totals) deltas to p and fills in
+// their totals or errors.
+func (o *Origin) applyCall(ctx context.Context, p *peer, body []byte, totals []int64, failed []error) {
 	var reply applyReply
-	if err := o.call(ctx, p, KindApply, req, &reply); err != nil {
-		return nil, err
+	err := o.callBody(ctx, p, KindApply, body, &reply)
+	if err == nil && len(reply.T) != len(totals) {
+		err = fmt.Errorf("%w: %d totals for %d deltas", ErrRefused, len(reply.T), len(totals))
 	}
-	if len(reply.T) != len(batch) {
-		return nil, fmt.Errorf("%w: %d totals for %d deltas", ErrRefused, len(reply.T), len(batch))
+	if err != nil {
+		for i := range failed {
+			failed[i] = err
+		}
+		return
 	}
-	return reply.T, nil
+	copy(totals, reply.T)
+	for _, i := range reply.Refused {
+		if i >= 0 && i < len(failed) {
+			failed[i] = fmt.Errorf("cluster: apply at %s: %w", p.id, ErrNotOwner)
+		}
+	}
 }
 
 // Decide has the owner of c.Key make the strict-mode decisions of c.
 func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
 	if err := o.checkOpen(); err != nil {
+		return origin.Verdict{}, err
+	}
+	if err := checkKey(c.Key); err != nil {
 		return origin.Verdict{}, err
 	}
 	var v origin.Verdict
@@ -469,9 +559,9 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 		if len(reply.A) != len(c.Asks) {
 			return origin.Verdict{}, fmt.Errorf("%w: %d verdicts for %d asks", ErrRefused, len(reply.A), len(c.Asks))
 		}
-		v = origin.Verdict{Admitted: reply.A, Counts: origin.Counts{Current: reply.C, Previous: reply.P}}
+		v = origin.Verdict{Admitted: reply.A, Counts: origin.Counts{Current: reply.C, Previous: reply.P}, Stale: reply.Stale, Share: reply.Share}
 	}
-	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current)
+	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
 	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
 	return v, nil
 }
@@ -538,22 +628,14 @@ func exhausted(c origin.Check, v origin.Verdict) bool {
 	return usage >= c.Asks[len(c.Asks)-1].Limit
 }
 
-// localSeed raises each cell of this node's store to at least its total.
-func (o *Origin) localSeed(ctx context.Context, cells []origin.Delta) error {
+// localSeed raises each cell of this node's store to at least its total,
+// and its writers' shares to at least theirs.
+func (o *Origin) localSeed(seeds []seed) {
 	o.seedMu.Lock()
 	defer o.seedMu.Unlock()
-	for _, d := range cells {
-		counts, err := o.store.Load(ctx, d.Cell.Key, d.Cell.Sequence)
-		if err != nil {
-			return err
-		}
-		if d.Count > counts.Current {
-			if _, err := o.store.Apply(ctx, []origin.Delta{{Cell: d.Cell, Count: d.Count - counts.Current}}); err != nil {
-				return err
-			}
-		}
+	for _, sd := range seeds {
+		o.store.Seed(sd.Cell, sd.Total, sd.Shares)
 	}
-	return nil
 }
 
 // exceeded tells every member that key is at its limit: the totals of cell
@@ -600,4 +682,21 @@ func (o *Origin) mergeLocal(key origin.Key, seq int64, counts origin.Counts) {
 		(*m).MergeRemote(origin.Cell{Key: key, Sequence: seq - 1}, counts.Previous)
 	}
 	(*m).MergeRemote(origin.Cell{Key: key, Sequence: seq}, counts.Current)
+}
+
+// checkKey refuses a key whose names exceed MaxKeyBytes.
+func checkKey(k origin.Key) error {
+	if n := keyBytes(k); n > MaxKeyBytes {
+		return fmt.Errorf("%w: %d bytes of names, over the cap of %d", ErrKeyTooLong, n, MaxKeyBytes)
+	}
+	return nil
+}
+
+// packAll encodes entries and packs them into call bodies (see pack).
+func packAll[T any](entries []T, skip []string) (bodies [][]byte, firsts []int, err error) {
+	encoded, err := encodeAll(entries)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pack(encoded, skip)
 }

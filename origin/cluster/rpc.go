@@ -3,17 +3,12 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,58 +19,20 @@ import (
 )
 
 // RPCPath is the path prefix of the peer RPC on a node's HTTP port; a call
-// is a POST of JSON to RPCPath+kind.
-const RPCPath = "/sluice.cluster.v1/"
-
-// authHeader carries "<unix ms>.<nonce>.<hex HMAC-SHA256>" of a call: the
-// nonce, 16 random hex digits, makes each call unique, so that a receiver
-// takes a signed call once (see replays).
-const authHeader = "Sluice-Cluster-Auth"
-
-// maxSkew is how far a call's timestamp may be from the receiver's clock.
-const maxSkew = time.Minute
-
-// maxBody bounds a peer RPC body.
-const maxBody = 8 << 20
-
-// rpcKey derives the HMAC key of the peer RPC from the cluster secret. The
-// gossip key is derived differently (gossipKey), so one never reveals the
-// other.
-func rpcKey(secret string) []byte {
-	sum := sha256.Sum256([]byte("sluice cluster rpc\x00" + secret))
-	return sum[:]
-}
-
-// sign returns the MAC of a call of kind at ts (unix ms) with nonce and
-// body.
-func sign(key []byte, kind Kind, ts, nonce string, body []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	for _, part := range []string{string(kind), ts, nonce} {
-		m.Write([]byte(part))
-		m.Write([]byte{'\n'})
-	}
-	m.Write(body)
-	return m.Sum(nil)
-}
-
-// authValue returns the authHeader value of a call of kind with body at ts
-// (unix ms), with a fresh nonce.
-func authValue(key []byte, kind Kind, ts int64, body []byte) string {
-	var n [8]byte
-	_, _ = rand.Read(n[:]) // crypto/rand.Read never fails
-	nonce, at := hex.EncodeToString(n[:]), strconv.FormatInt(ts, 10)
-	return at + "." + nonce + "." + hex.EncodeToString(sign(key, kind, at, nonce, body))
-}
+// is a POST of JSON to RPCPath+kind. v2 signs the receiver's id and
+// incarnation: a node of an earlier version answers 404.
+const RPCPath = "/sluice.cluster.v2/"
 
 // peer is another member and the breaker of the calls to it.
 type peer struct {
-	id, base string
-	breaker  *gobreaker.CircuitBreaker[struct{}]
+	id, base    string
+	incarnation string // the run of the peer that calls are signed for
+	breaker     *gobreaker.CircuitBreaker[struct{}]
 }
 
-func (o *Origin) newPeer(id, base string) *peer {
+func (o *Origin) newPeer(id string, m Member) *peer {
 	b := o.cfg.Breaker
-	return &peer{id: id, base: strings.TrimRight(base, "/"), breaker: breaker.New(breaker.Settings{
+	return &peer{id: id, base: strings.TrimRight(m.RPC, "/"), incarnation: m.Incarnation, breaker: breaker.New(breaker.Settings{
 		Name:                "cluster-peer-" + id,
 		ConsecutiveFailures: b.ConsecutiveFailures,
 		HalfOpenProbes:      1,
@@ -107,10 +64,15 @@ func (o *Origin) call(ctx context.Context, p *peer, kind Kind, req, reply any) e
 	if err != nil {
 		return fmt.Errorf("cluster: encoding %s: %w", kind, err)
 	}
+	return o.callBody(ctx, p, kind, body, reply)
+}
+
+// callBody is call with the request already encoded.
+func (o *Origin) callBody(ctx context.Context, p *peer, kind Kind, body []byte, reply any) error {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	_, err = p.breaker.Execute(func() (struct{}, error) {
+	_, err := p.breaker.Execute(func() (struct{}, error) {
 		return struct{}{}, o.post(ctx, p, kind, body, reply)
 	})
 	out := outcomeOf(err)
@@ -125,13 +87,18 @@ func (o *Origin) call(ctx context.Context, p *peer, kind Kind, req, reply any) e
 	}
 }
 
+// post sends one call, signed for p's incarnation. A call over maxBody is
+// not sent: p would refuse it.
 func (o *Origin) post(ctx context.Context, p *peer, kind Kind, body []byte, reply any) error {
+	if len(body) > maxBody {
+		return fmt.Errorf("%w: a %s call of %d bytes is over the cap of %d", ErrRefused, kind, len(body), maxBody)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+RPCPath+string(kind), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(authHeader, authValue(o.key, kind, o.cfg.Clock().UnixMilli(), body))
+	newCallAuth(o.key, kind, o.cfg.ID, p.id, p.incarnation, o.cfg.Clock().UnixMilli(), body).set(req.Header)
 	res, err := o.cfg.Client.Do(req)
 	if err != nil {
 		return err
@@ -147,7 +114,9 @@ func (o *Origin) post(ctx context.Context, p *peer, kind Kind, body []byte, repl
 			return fmt.Errorf("%w: bad reply: %w", ErrRefused, err)
 		}
 		return nil
-	case res.StatusCode >= 500:
+	case res.StatusCode >= 500, res.StatusCode == http.StatusMisdirectedRequest:
+		// 421: p is not the incarnation this node knows (it restarted);
+		// the gossip brings the new one.
 		return fmt.Errorf("%w: status %d: %s", ErrPeer, res.StatusCode, bytes.TrimSpace(raw))
 	default:
 		return fmt.Errorf("%w: status %d: %s", ErrRefused, res.StatusCode, bytes.TrimSpace(raw))
@@ -174,33 +143,32 @@ func outcomeOf(err error) Outcome {
 }
 
 // Handler returns the peer RPC's path prefix and handler, to mount on the
-// node's HTTP port. Calls must carry a valid HMAC of the cluster secret; a
-// root key does not reach it.
+// node's HTTP port. Calls must be signed with the cluster secret for this
+// node's id and incarnation by a member; a root key does not reach it. A
+// call is refused on its headers before its body is read (see
+// [RefuseReason]); refusals are counted ([Observer.Refused]) and logged at
+// a bounded rate.
 func (o *Origin) Handler() (string, http.Handler) {
 	return RPCPath, http.HandlerFunc(o.serveRPC)
 }
 
 func (o *Origin) serveRPC(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "cluster: POST only", http.StatusMethodNotAllowed)
+	kind, body, release, ref := o.readCall(w, r)
+	if ref != nil {
+		o.refused(r, ref)
+		http.Error(w, ref.msg, ref.status)
 		return
 	}
-	kind := Kind(strings.TrimPrefix(r.URL.Path, RPCPath))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		http.Error(w, "cluster: reading the body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if err := o.verify(kind, r.Header.Get(authHeader), body); err != nil {
-		http.Error(w, err.Error(), http.StatusUnauthorized)
-		return
-	}
+	defer release()
 	if o.closed.Load() {
 		http.Error(w, ErrClosed.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	reply, status, err := o.dispatch(r.Context(), kind, body)
 	if err != nil {
+		if status == http.StatusBadRequest {
+			o.refused(r, refuse(status, ReasonBadRequest, "%v", err))
+		}
 		http.Error(w, err.Error(), status)
 		return
 	}
@@ -213,111 +181,197 @@ func (o *Origin) serveRPC(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// errAuth is the answer to a call without a valid MAC.
-var errAuth = errors.New("cluster: peer call not authenticated")
-
-// verify checks the timestamp and the MAC of a call, then that its nonce
-// was not taken before.
-func (o *Origin) verify(kind Kind, header string, body []byte) error {
-	parts := strings.Split(header, ".")
-	if len(parts) != 3 || len(parts[1]) != 16 {
-		return errAuth
+// readCall checks a call's method, kind and headers, then reads its body
+// within the caps and checks its MAC. release gives back the body's share
+// of maxInflightBody; call it once the body is no longer used.
+func (o *Origin) readCall(w http.ResponseWriter, r *http.Request) (kind Kind, body []byte, release func(), ref *refusal) {
+	if r.Method != http.MethodPost {
+		return "", nil, nil, refuse(http.StatusMethodNotAllowed, ReasonMalformed, "POST only")
 	}
-	ts, nonce, mac := parts[0], parts[1], parts[2]
-	at, err := strconv.ParseInt(ts, 10, 64)
+	if kind = Kind(strings.TrimPrefix(r.URL.Path, RPCPath)); !kind.known() {
+		return "", nil, nil, refuse(http.StatusNotFound, ReasonMalformed, "unknown call")
+	}
+	a, ref := o.checkHeaders(kind, r.Header)
+	if ref != nil {
+		return "", nil, nil, ref
+	}
+	if r.ContentLength > maxBody {
+		return "", nil, nil, refuse(http.StatusRequestEntityTooLarge, ReasonTooLarge, "a body of %d bytes is over the cap of %d", r.ContentLength, maxBody)
+	}
+	size := int64(maxBody)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength
+	}
+	if o.inflight.Add(size) > maxInflightBody {
+		o.inflight.Add(-size)
+		return "", nil, nil, refuse(http.StatusServiceUnavailable, ReasonBusy, "too many bodies being read; try again")
+	}
+	release = func() { o.inflight.Add(-size) }
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, size))
 	if err != nil {
-		return errAuth
+		release()
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return "", nil, nil, refuse(http.StatusRequestEntityTooLarge, ReasonTooLarge, "the body is over %d bytes", size)
+		}
+		return "", nil, nil, refuse(http.StatusBadRequest, ReasonBadRequest, "reading the body: %v", err)
 	}
-	now := o.cfg.Clock()
-	if skew := now.Sub(time.UnixMilli(at)); skew > maxSkew || skew < -maxSkew {
-		return fmt.Errorf("%w: timestamp %v away", errAuth, skew.Round(time.Second))
+	if ref := o.checkMAC(a, body); ref != nil {
+		release()
+		return "", nil, nil, ref
 	}
-	got, err := hex.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, sign(o.key, kind, ts, nonce, body)) {
-		return errAuth
-	}
-	if !o.replays.claim(at, nonce, now.UnixMilli()) {
-		return fmt.Errorf("%w: a replayed call", errAuth)
-	}
-	return nil
+	return kind, body, release, nil
 }
+
+// refused counts a refused call and logs it, at a bounded rate.
+func (o *Origin) refused(r *http.Request, ref *refusal) {
+	o.cfg.Observer.Refused(ref.reason)
+	o.rpcLog.warn("cluster: peer call refused", "reason", string(ref.reason), "status", ref.status, "remote", r.RemoteAddr, "err", ref.msg)
+}
+
+// errBadRequest wraps the errors of an authenticated call's body.
+var errBadRequest = errors.New("bad request")
 
 // dispatch runs one authenticated call on this node's store.
 func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply any, status int, err error) {
-	bad := func(err error) (any, int, error) {
-		return nil, http.StatusBadRequest, fmt.Errorf("cluster: %s: %w", kind, err)
-	}
 	switch kind {
 	case KindLoad:
-		var req loadRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return bad(fmt.Errorf("bad request: %w", err))
-		}
-		if !req.K.valid() {
-			return bad(errors.New("bad request: invalid counter key"))
-		}
-		c, err := o.localLoad(ctx, req.K.key(), req.S)
-		if err != nil {
-			return nil, http.StatusServiceUnavailable, err
-		}
-		o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S}, c.Current)
-		o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S - 1}, c.Previous)
-		return countsReply{C: c.Current, P: c.Previous}, http.StatusOK, nil
+		return o.serveLoad(ctx, body)
 	case KindApply:
-		var req applyRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return bad(err)
+		return o.serveApply(ctx, body)
+	case KindDecide:
+		return o.serveDecide(ctx, body)
+	case KindSeed:
+		return o.serveSeed(body)
+	default:
+		return nil, http.StatusNotFound, fmt.Errorf("cluster: unknown call %q", kind)
+	}
+}
+
+// bad is the answer to an authenticated call of kind whose body is invalid.
+func bad(kind Kind, format string, args ...any) (any, int, error) {
+	return nil, http.StatusBadRequest, fmt.Errorf("cluster: %s: %w: %s", kind, errBadRequest, fmt.Sprintf(format, args...))
+}
+
+func (o *Origin) serveLoad(ctx context.Context, body []byte) (any, int, error) {
+	var req loadRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return bad(KindLoad, "%v", err)
+	}
+	if !req.K.valid() {
+		return bad(KindLoad, "invalid counter key")
+	}
+	c, err := o.localLoad(ctx, req.K.key(), req.S)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S}, c.Current)
+	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S - 1}, c.Previous)
+	return countsReply{C: c.Current, P: c.Previous}, http.StatusOK, nil
+}
+
+// serveApply applies the deltas of the cells this node owns or stands in
+// for, and refuses the others (see applyReply).
+func (o *Origin) serveApply(ctx context.Context, body []byte) (any, int, error) {
+	var req applyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return bad(KindApply, "%v", err)
+	}
+	if len(req.D) > maxCallCells || len(req.Skip) > maxSkip {
+		return bad(KindApply, "%d deltas and %d members skipped: at most %d and %d", len(req.D), len(req.Skip), maxCallCells, maxSkip)
+	}
+	skip, ring := setOf(req.Skip), o.Ring()
+	reply := applyReply{T: make([]int64, len(req.D))}
+	var deltas []origin.Delta
+	var taken []int // index in req.D of each of deltas
+	for i, d := range req.D {
+		if !d.K.valid() {
+			return bad(KindApply, "delta %d: invalid counter key", i)
 		}
-		deltas := make([]origin.Delta, len(req.D))
-		for i, d := range req.D {
-			if !d.K.valid() {
-				return bad(errors.New("bad duration"))
-			}
-			deltas[i] = d.delta()
+		if !o.serves(ring, d.K.key(), skip) {
+			reply.Refused = append(reply.Refused, i)
+			continue
 		}
+		deltas, taken = append(deltas, d.delta()), append(taken, i)
+	}
+	if len(deltas) > 0 {
 		totals, err := o.localApply(ctx, deltas)
 		if err != nil {
 			return nil, http.StatusServiceUnavailable, err
 		}
-		for i, d := range deltas {
-			o.seen.record(d.Cell, totals[i])
+		for j, d := range deltas {
+			reply.T[taken[j]] = totals[j]
+			o.seen.recordWrite(d.Cell, totals[j], d.Writer, d.Sent)
 		}
-		return applyReply{T: totals}, http.StatusOK, nil
-	case KindDecide:
-		var req decideRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return bad(fmt.Errorf("bad request: %w", err))
-		}
-		if !req.K.valid() {
-			return bad(errors.New("bad request: invalid counter key"))
-		}
-		c := req.check()
-		v, err := o.localDecide(ctx, c)
-		if err != nil {
-			return nil, http.StatusServiceUnavailable, err
-		}
-		o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current)
-		o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
-		return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous}, http.StatusOK, nil
-	case KindSeed:
-		var req seedRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return bad(err)
-		}
-		cells := make([]origin.Delta, 0, len(req.D))
-		for _, d := range req.D {
-			if d.K.valid() {
-				cells = append(cells, d.delta())
-			}
-		}
-		if err := o.localSeed(ctx, cells); err != nil {
-			return nil, http.StatusServiceUnavailable, err
-		}
-		for _, d := range cells {
-			o.seen.record(d.Cell, d.Count)
-		}
-		return struct{}{}, http.StatusOK, nil
-	default:
-		return nil, http.StatusNotFound, fmt.Errorf("cluster: unknown call %q", kind)
 	}
+	return reply, http.StatusOK, nil
+}
+
+func (o *Origin) serveDecide(ctx context.Context, body []byte) (any, int, error) {
+	var req decideRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return bad(KindDecide, "%v", err)
+	}
+	if !req.K.valid() {
+		return bad(KindDecide, "invalid counter key")
+	}
+	c := req.check()
+	v, err := o.localDecide(ctx, c)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
+	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
+	return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous, Stale: v.Stale, Share: v.Share}, http.StatusOK, nil
+}
+
+// serveSeed raises the cells this node owns or stands in for to their
+// seeds, and refuses the others (see seedReply).
+func (o *Origin) serveSeed(body []byte) (any, int, error) {
+	var req seedRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return bad(KindSeed, "%v", err)
+	}
+	if len(req.D) > maxCallCells || len(req.Skip) > maxSkip {
+		return bad(KindSeed, "%d seeds and %d members skipped: at most %d and %d", len(req.D), len(req.Skip), maxCallCells, maxSkip)
+	}
+	skip, ring := setOf(req.Skip), o.Ring()
+	var reply seedReply
+	seeds := make([]seed, 0, len(req.D))
+	for i, w := range req.D {
+		switch {
+		case !w.K.valid() || len(w.Shares) > maxSeedShares:
+			return bad(KindSeed, "seed %d: invalid counter key or over %d shares", i, maxSeedShares)
+		case !o.serves(ring, w.K.key(), skip):
+			reply.Refused = append(reply.Refused, i)
+		default:
+			seeds = append(seeds, w.seed())
+		}
+	}
+	o.localSeed(seeds)
+	for _, sd := range seeds {
+		o.seen.recordSeed(sd)
+	}
+	return reply, http.StatusOK, nil
+}
+
+// serves reports whether this node decides key for a sender that routes
+// around the members in skip (its open breakers): it owns key on ring, or
+// it is the owner once skip is left out, standing in for the owner. A
+// sender whose ring differs (a join or a departure this node or the sender
+// has not seen yet) is refused, and sends again once the views agree.
+func (o *Origin) serves(ring *Ring, key origin.Key, skip map[string]bool) bool {
+	h := KeyHash(key)
+	return ring.ownerOf(h) == o.cfg.ID || (len(skip) > 0 && ring.ownerSkipping(h, skip) == o.cfg.ID)
+}
+
+// setOf returns the set of ids.
+func setOf(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }

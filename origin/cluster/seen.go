@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -11,9 +12,13 @@ import (
 const sweepEvery = 4096
 
 // seen remembers the highest total this node has seen for each live cell
-// (from its owner's answers, its own store and broadcasts), to seed a
-// cell's new owner when the ring changes, and the total last broadcast for
-// each cell, so that an owner broadcasts a cell again only when it grew.
+// (from its owner's answers, its own store and broadcasts) and the highest
+// share of each writer it has seen written (its own writes, and as owner
+// the writes it took), to seed a cell's new owner when the ring changes;
+// and the total last broadcast for each cell, so that an owner broadcasts
+// a cell again only when it grew. A new owner seeded with a writer's share
+// counts only what that writer sends above it, so a write the old owner
+// took is not counted again when the writer sends its count to the new one.
 type seen struct {
 	clock   func() time.Time
 	mu      sync.Mutex
@@ -23,7 +28,16 @@ type seen struct {
 
 type seenCell struct {
 	total     int64
-	broadcast int64 // total last broadcast; 0: never
+	broadcast int64                   // total last broadcast; 0: never
+	shares    map[origin.Writer]int64 // nil until a write is seen
+}
+
+// seed is what a new owner takes for one cell: its total and the shares of
+// the writers known.
+type seed struct {
+	Cell   origin.Cell
+	Total  int64
+	Shares map[origin.Writer]int64
 }
 
 func newSeen(clock func() time.Time) *seen {
@@ -39,6 +53,36 @@ func (s *seen) record(cell origin.Cell, n int64) {
 	defer s.mu.Unlock()
 	c := s.getLocked(cell)
 	c.total = max(c.total, n)
+}
+
+// recordWrite raises cell's total to n and writer w's share to sent.
+func (s *seen) recordWrite(cell origin.Cell, n int64, w origin.Writer, sent int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getLocked(cell)
+	c.total = max(c.total, n)
+	c.raiseShare(w, sent)
+}
+
+// recordSeed raises the cell of sd to its total and shares.
+func (s *seen) recordSeed(sd seed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getLocked(sd.Cell)
+	c.total = max(c.total, sd.Total)
+	for w, n := range sd.Shares {
+		c.raiseShare(w, n)
+	}
+}
+
+func (c *seenCell) raiseShare(w origin.Writer, n int64) {
+	if n <= 0 {
+		return
+	}
+	if c.shares == nil {
+		c.shares = map[origin.Writer]int64{}
+	}
+	c.shares[w] = max(c.shares[w], n)
 }
 
 // markBroadcast reports whether total is higher than the last broadcast of
@@ -82,18 +126,29 @@ func (s *seen) getLocked(cell origin.Cell) *seenCell {
 	return c
 }
 
-// snapshot returns every live cell and its total.
-func (s *seen) snapshot() map[origin.Cell]int64 {
+// snapshot returns a seed of every live cell with a total.
+func (s *seen) snapshot() []seed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(s.clock().UnixMilli())
-	out := make(map[origin.Cell]int64, len(s.cells))
+	out := make([]seed, 0, len(s.cells))
 	for cell, c := range s.cells {
 		if c.total > 0 {
-			out[cell] = c.total
+			out = append(out, seed{Cell: cell, Total: c.total, Shares: maps.Clone(c.shares)})
 		}
 	}
 	return out
+}
+
+// seedOf returns the seed of cell, if it is live and has a total.
+func (s *seen) seedOf(cell origin.Cell) (seed, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cells[cell]
+	if c == nil || c.total <= 0 || !live(cell, s.clock().UnixMilli()) {
+		return seed{}, false
+	}
+	return seed{Cell: cell, Total: c.total, Shares: maps.Clone(c.shares)}, true
 }
 
 func (s *seen) sweepLocked(now int64) {
@@ -109,47 +164,4 @@ func (s *seen) sweepLocked(now int64) {
 func live(cell origin.Cell, now int64) bool {
 	d := cell.Duration.Milliseconds()
 	return d > 0 && now < (cell.Sequence+2)*d
-}
-
-// parking holds the deltas whose owner could not be reached, summed per
-// cell, until the next Apply sends them to the cell's owner then.
-type parking struct {
-	mu    sync.Mutex
-	cells map[origin.Cell]int64
-}
-
-// add parks d; it reports false when the parking is full.
-func (p *parking) add(d origin.Delta) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.cells[d.Cell]; !ok && len(p.cells) >= maxParked {
-		return false
-	}
-	p.cells[d.Cell] += d.Count
-	return true
-}
-
-// empty reports whether nothing is parked.
-func (p *parking) empty() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.cells) == 0
-}
-
-// take empties the parking and returns the deltas of the live cells (a
-// dead cell can no longer change a decision).
-func (p *parking) take(now int64) []origin.Delta {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.cells) == 0 {
-		return nil
-	}
-	out := make([]origin.Delta, 0, len(p.cells))
-	for cell, n := range p.cells {
-		if live(cell, now) {
-			out = append(out, origin.Delta{Cell: cell, Count: n})
-		}
-	}
-	clear(p.cells)
-	return out
 }

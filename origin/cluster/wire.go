@@ -24,21 +24,26 @@ func (k wireKey) key() origin.Key {
 	return origin.Key{Workspace: k.W, Namespace: k.N, Identifier: k.I, Duration: time.Duration(k.D) * time.Millisecond}
 }
 
-// valid reports whether the key can name a counter.
-func (k wireKey) valid() bool { return k.D > 0 }
+// valid reports whether the key can name a counter that may cross the
+// wire: a positive duration and at most MaxKeyBytes of names.
+func (k wireKey) valid() bool { return k.D > 0 && len(k.W)+len(k.N)+len(k.I) <= MaxKeyBytes }
+
+// keyBytes is the size of the names of k, which MaxKeyBytes bounds.
+func keyBytes(k origin.Key) int { return len(k.Workspace) + len(k.Namespace) + len(k.Identifier) }
 
 type wireDelta struct {
-	K wireKey `json:"k"`
-	S int64   `json:"s"`
-	N int64   `json:"n"`
+	K wireKey       `json:"k"`
+	S int64         `json:"s"`
+	W origin.Writer `json:"w"`
+	N int64         `json:"n"` // the writer's sent count
 }
 
 func toWireDelta(d origin.Delta) wireDelta {
-	return wireDelta{K: toWireKey(d.Cell.Key), S: d.Cell.Sequence, N: d.Count}
+	return wireDelta{K: toWireKey(d.Cell.Key), S: d.Cell.Sequence, W: d.Writer, N: d.Sent}
 }
 
 func (d wireDelta) delta() origin.Delta {
-	return origin.Delta{Cell: origin.Cell{Key: d.K.key(), Sequence: d.S}, Count: d.N}
+	return origin.Delta{Cell: origin.Cell{Key: d.K.key(), Sequence: d.S}, Writer: d.W, Sent: d.N}
 }
 
 type loadRequest struct {
@@ -51,26 +56,37 @@ type countsReply struct {
 	P int64 `json:"p"`
 }
 
+// applyRequest is a batch of deltas for cells the receiver owns, or stands
+// in for: Skip names the members the sender routes around (their breaker
+// is open there), so that the receiver can tell a stand-in's call from a
+// misrouted one.
 type applyRequest struct {
-	D []wireDelta `json:"d"`
+	D    []wireDelta `json:"d"`
+	Skip []string    `json:"sk,omitempty"`
 }
 
+// applyReply carries the totals of the deltas taken, in order, and the
+// indexes of those refused because the receiver neither owns their cell
+// nor stands in for its owner (their totals are 0): the sender sends them
+// again to whoever owns them then.
 type applyReply struct {
-	T []int64 `json:"t"`
+	T       []int64 `json:"t"`
+	Refused []int   `json:"r,omitempty"`
 }
 
 type decideRequest struct {
-	K       wireKey    `json:"k"`
-	S       int64      `json:"s"`
-	E       int64      `json:"e"`
-	Pending int64      `json:"pn"`
-	IC      int64      `json:"ic"`
-	IP      int64      `json:"ip"`
-	Asks    [][2]int64 `json:"a"` // limit, cost
+	K    wireKey       `json:"k"`
+	S    int64         `json:"s"`
+	E    int64         `json:"e"`
+	W    origin.Writer `json:"w"`
+	Sent int64         `json:"sn"`
+	IC   int64         `json:"ic"`
+	IP   int64         `json:"ip"`
+	Asks [][2]int64    `json:"a"` // limit, cost
 }
 
 func toDecideRequest(c origin.Check) decideRequest {
-	r := decideRequest{K: toWireKey(c.Key), S: c.Seq, E: c.Elapsed, Pending: c.Pending, IC: c.Imported.Current, IP: c.Imported.Previous, Asks: make([][2]int64, len(c.Asks))}
+	r := decideRequest{K: toWireKey(c.Key), S: c.Seq, E: c.Elapsed, W: c.Writer, Sent: c.Sent, IC: c.Imported.Current, IP: c.Imported.Previous, Asks: make([][2]int64, len(c.Asks))}
 	for i, a := range c.Asks {
 		r.Asks[i] = [2]int64{a.Limit, a.Cost}
 	}
@@ -78,7 +94,7 @@ func toDecideRequest(c origin.Check) decideRequest {
 }
 
 func (r decideRequest) check() origin.Check {
-	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Pending: r.Pending, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks))}
+	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks))}
 	for i, a := range r.Asks {
 		c.Asks[i] = origin.Ask{Limit: a[0], Cost: a[1]}
 	}
@@ -86,15 +102,63 @@ func (r decideRequest) check() origin.Check {
 }
 
 type decideReply struct {
-	A []bool `json:"a"`
-	C int64  `json:"c"`
-	P int64  `json:"p"`
+	A     []bool `json:"a"`
+	C     int64  `json:"c"`
+	P     int64  `json:"p"`
+	Stale bool   `json:"st,omitempty"`
+	Share int64  `json:"sh"`
 }
 
-// seedRequest carries totals of cells that moved to the receiver: it raises
-// each cell to at least its total.
+// seedRequest carries the totals of cells that moved to the receiver, and
+// the shares of the writers the sender knows: it raises each cell, and
+// each share, to at least its value.
 type seedRequest struct {
-	D []wireDelta `json:"d"`
+	D    []wireSeed `json:"d"`
+	Skip []string   `json:"sk,omitempty"` // as in applyRequest
+}
+
+// seedReply carries the indexes of the seeds refused: cells the receiver
+// neither owns nor stands in for.
+type seedReply struct {
+	Refused []int `json:"r,omitempty"`
+}
+
+type wireSeed struct {
+	K      wireKey     `json:"k"`
+	S      int64       `json:"s"`
+	N      int64       `json:"n"`
+	Shares []wireShare `json:"w,omitempty"`
+}
+
+type wireShare struct {
+	W origin.Writer `json:"w"`
+	N int64         `json:"n"`
+}
+
+// toWireSeeds returns the wire form of sd: one wireSeed, or several of the
+// same cell and total when it has more than maxSeedShares shares (a seed
+// raises, so seeding a cell twice with parts of its shares is seeding it
+// once with all of them).
+func toWireSeeds(sd seed) []wireSeed {
+	base := wireSeed{K: toWireKey(sd.Cell.Key), S: sd.Cell.Sequence, N: sd.Total}
+	out := []wireSeed{base}
+	for writer, n := range sd.Shares {
+		w := &out[len(out)-1]
+		if len(w.Shares) == maxSeedShares {
+			out = append(out, base)
+			w = &out[len(out)-1]
+		}
+		w.Shares = append(w.Shares, wireShare{W: writer, N: n})
+	}
+	return out
+}
+
+func (w wireSeed) seed() seed {
+	sd := seed{Cell: origin.Cell{Key: w.K.key(), Sequence: w.S}, Total: w.N, Shares: make(map[origin.Writer]int64, len(w.Shares))}
+	for _, sh := range w.Shares {
+		sd.Shares[sh.W] = max(sd.Shares[sh.W], sh.N)
+	}
+	return sd
 }
 
 // exceed is the broadcast of an owner that denied a request: the totals of

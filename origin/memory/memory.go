@@ -34,7 +34,8 @@ type Store struct {
 
 type entry struct {
 	count     int64
-	expiresAt int64 // Unix ms
+	shares    map[origin.Writer]int64 // each writer's share of count
+	expiresAt int64                   // Unix ms
 }
 
 var _ origin.Origin = (*Store)(nil)
@@ -62,7 +63,8 @@ func (s *Store) Load(ctx context.Context, key origin.Key, seq int64) (origin.Cou
 	}, nil
 }
 
-// Apply adds each delta to its cell and returns the totals in order.
+// Apply raises each delta's writer share to its Sent and returns the
+// totals in order (see [origin.Origin]).
 func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -72,7 +74,7 @@ func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, d := range deltas {
-		totals[i] = s.addLocked(d.Cell, d.Count, now)
+		totals[i], _ = s.raiseLocked(d.Cell, d.Writer, d.Sent, now)
 	}
 	s.applies++
 	if s.applies%sweepEvery == 0 {
@@ -91,18 +93,41 @@ func (s *Store) Decide(ctx context.Context, c origin.Check) (origin.Verdict, err
 	curCell := origin.Cell{Key: c.Key, Sequence: c.Seq}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.addLocked(curCell, c.Pending, now)
+	cur, share := s.raiseLocked(curCell, c.Writer, c.Sent, now)
 	prev := s.countLocked(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, now)
-	v := origin.Verdict{Admitted: make([]bool, len(c.Asks))}
+	v := origin.Verdict{Admitted: make([]bool, len(c.Asks)), Stale: share > c.Sent}
 	for i, a := range c.Asks {
+		if v.Stale {
+			break
+		}
 		before := c.Before(window.Add(cur, c.Imported.Current), window.Add(prev, c.Imported.Previous))
 		if o := window.Decide(before, a.Limit, a.Cost); o.Success {
-			cur = s.addLocked(curCell, a.Cost, now)
+			share += a.Cost
+			cur, _ = s.raiseLocked(curCell, c.Writer, share, now)
 			v.Admitted[i] = true
 		}
 	}
 	v.Counts = origin.Counts{Current: cur, Previous: prev}
+	v.Share = share
 	return v, nil
+}
+
+// Seed raises cell c's total to at least total, and each writer's share in
+// shares to at least its value, without adding the share's rise to the
+// total: the total already holds it. A cluster's new owner of a cell takes
+// the cell from the other members' views this way.
+func (s *Store) Seed(c origin.Cell, total int64, shares map[origin.Writer]int64) {
+	now := s.clock().UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.liveLocked(c, now, total > 0 || len(shares) > 0)
+	if e == nil {
+		return
+	}
+	e.count = max(e.count, total)
+	for w, n := range shares {
+		e.shares[w] = max(e.shares[w], n)
+	}
 }
 
 // Len returns the number of cells held, expired or not.
@@ -112,20 +137,36 @@ func (s *Store) Len() int {
 	return len(s.cells)
 }
 
-// addLocked adds n to cell c, (re)starting its expiry of three windows, and
-// returns its total. Adding 0 to a cell that does not exist creates nothing.
-func (s *Store) addLocked(c origin.Cell, n, now int64) int64 {
-	e := s.cells[c]
-	if e == nil || e.expiresAt <= now {
-		if n == 0 {
-			return 0
-		}
-		e = &entry{}
-		s.cells[c] = e
+// raiseLocked raises writer w's share of cell c to sent, and the total by
+// as much, (re)starting the cell's expiry of three windows when it grows,
+// and returns the total and w's share after it. A write of 0 to a cell that
+// does not exist creates nothing.
+func (s *Store) raiseLocked(c origin.Cell, w origin.Writer, sent, now int64) (total, share int64) {
+	e := s.liveLocked(c, now, sent > 0)
+	if e == nil {
+		return 0, 0
 	}
-	e.count += n
-	e.expiresAt = now + 3*c.Duration.Milliseconds()
-	return e.count
+	if old := e.shares[w]; sent > old {
+		e.count = window.Add(e.count, sent-old)
+		e.shares[w] = sent
+		e.expiresAt = now + 3*c.Duration.Milliseconds()
+	}
+	return e.count, e.shares[w]
+}
+
+// liveLocked returns the unexpired entry of c, creating it if create is
+// set (nil otherwise).
+func (s *Store) liveLocked(c origin.Cell, now int64, create bool) *entry {
+	e := s.cells[c]
+	if e != nil && e.expiresAt > now {
+		return e
+	}
+	if !create {
+		return nil
+	}
+	e = &entry{shares: map[origin.Writer]int64{}, expiresAt: now + 3*c.Duration.Milliseconds()}
+	s.cells[c] = e
+	return e
 }
 
 func (s *Store) countLocked(c origin.Cell, now int64) int64 {

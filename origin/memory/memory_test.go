@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	mathrand "math/rand/v2"
 	"testing"
 	"time"
 
@@ -23,8 +24,8 @@ func TestStore(t *testing.T) {
 		counts origin.Counts
 	}{
 		{"unknown cells count zero", nil, nil, 10, origin.Counts{}},
-		{"totals accumulate in order", []origin.Delta{{Cell: cell(10), Count: 2}, {Cell: cell(10), Count: 3}, {Cell: cell(9), Count: 7}}, []int64{2, 5, 7}, 10, origin.Counts{Current: 5, Previous: 7}},
-		{"other identities are apart", []origin.Delta{{Cell: origin.Cell{Key: origin.Key{Namespace: "ns", Identifier: "v", Duration: time.Second}, Sequence: 10}, Count: 1}}, []int64{1}, 10, origin.Counts{Current: 5, Previous: 7}},
+		{"totals accumulate in order", []origin.Delta{add(cell(10), 2), add(cell(10), 3), add(cell(9), 7)}, []int64{2, 5, 7}, 10, origin.Counts{Current: 5, Previous: 7}},
+		{"other identities are apart", []origin.Delta{add(origin.Cell{Key: origin.Key{Namespace: "ns", Identifier: "v", Duration: time.Second}, Sequence: 10}, 1)}, []int64{1}, 10, origin.Counts{Current: 5, Previous: 7}},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -51,7 +52,17 @@ func TestStore(t *testing.T) {
 	}
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := s.Apply(canceled, []origin.Delta{{Cell: cell(11), Count: 1}}); err == nil {
+	if _, err := s.Apply(canceled, []origin.Delta{add(cell(11), 1)}); err == nil {
 		t.Fatal("Apply with a canceled context succeeded")
 	}
+}
+
+// newWriter returns a writer of its own for a test: its first write of n
+// adds n.
+func newWriter() origin.Writer { return origin.Writer(mathrand.Uint64()) }
+
+// add returns a delta that adds n to cell c: the first write of a new
+// writer.
+func add(c origin.Cell, n int64) origin.Delta {
+	return origin.Delta{Cell: c, Writer: newWriter(), Sent: n}
 }

@@ -105,7 +105,7 @@ func TestClusterOriginCalls(t *testing.T) {
 		master, _ := masterOf(t, client, slotCur)
 		masters[master]++
 
-		totals, err := o.Apply(ctx, []origin.Delta{{Cell: prev, Count: 40}, {Cell: cur, Count: int64(i)}})
+		totals, err := o.Apply(ctx, []origin.Delta{add(prev, 40), add(cur, int64(i))})
 		if err != nil {
 			t.Fatalf("%s: Apply: %v", key.Identifier, err)
 		}
@@ -120,7 +120,7 @@ func TestClusterOriginCalls(t *testing.T) {
 			t.Fatalf("%s: Load %+v, want {%d 40}", key.Identifier, counts, i)
 		}
 		// 15 s into the minute the previous cell weighs floor(40*45/60) = 30.
-		c := origin.Check{Key: key, Seq: cur.Sequence, Elapsed: 15_000, Pending: 2,
+		c := origin.Check{Key: key, Seq: cur.Sequence, Elapsed: 15_000, Writer: newWriter(), Sent: 2,
 			Asks: asks(50, 5, 50, 20, 50, 1)}
 		want := wantVerdict(c, int64(i), 40)
 		got, err := o.Decide(ctx, c)
@@ -317,7 +317,7 @@ func testFailover(t *testing.T, fo failover) {
 		k.Identifier = id
 		var got int64
 		eventually(t, 5*time.Second, id+" in Redis", func() bool {
-			got, err = client.Get(ctx, CellKey(origin.Cell{Key: k, Sequence: seq})).Int64()
+			got, err = client.HGet(ctx, CellKey(origin.Cell{Key: k, Sequence: seq}), totalField).Int64()
 			return err == nil && (got >= want || !fo.lossless)
 		})
 		switch {

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrInexact is returned by [Origin.Decide] for a check whose numbers the
-// script cannot decide exactly: a limit, cost or pending count of 2^53 or
+// script cannot decide exactly: a limit, cost or sent count of 2^53 or
 // more. Nothing is sent to Redis;
 // the limiter decides such a request locally. It does not count against the
 // breaker.
@@ -26,13 +26,16 @@ const maxExact = 1<<53 - 1
 //	KEYS[1], KEYS[2]  the current and the previous cell (one slot)
 //	ARGV[1]  d, the window in ms (< 2^44: a time.Duration holds no more)
 //	ARGV[2]  elapsed ms into the current cell
-//	ARGV[3]  pending: added to the current cell first, unconditionally
+//	ARGV[3]  sent: the writer's count of the current cell, raised first
 //	ARGV[4]  imported count of the current cell (other regions; never stored)
 //	ARGV[5]  imported count of the previous cell
 //	ARGV[6]  expiry in ms of a newly created current cell
-//	ARGV[7…] limit, cost pairs, decided in order
+//	ARGV[7]  the writer's hash field
+//	ARGV[8…] limit, cost pairs, decided in order
 //
-// It returns {current total, previous total, admitted (0/1)…}. Redis hands
+// It returns {current total, previous total, stale (0/1), the writer's
+// share, admitted (0/1)…}. A check whose writer's share is above its sent
+// count is stale and admits nothing (see [origin.Origin]). Redis hands
 // Lua doubles, so every product that could pass 2^53 is avoided: the weight
 // floor(p * rem / d) is computed as q*rem + floor(r*rem/d) with p = q*d + r,
 // and the last term by binary long multiplication that keeps its remainder
@@ -42,9 +45,16 @@ const maxExact = 1<<53 - 1
 var decideScript = goredis.NewScript(`
 local d = tonumber(ARGV[1])
 local rem = d - tonumber(ARGV[2])
-local pending = tonumber(ARGV[3])
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local prev = tonumber(redis.call('GET', KEYS[2]) or '0')
+local sent = tonumber(ARGV[3])
+local share = tonumber(redis.call('HGET', KEYS[1], ARGV[7]) or '0')
+local cur = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+local prev = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
+local stale = share > sent
+local add = 0
+if sent > share then
+  add = sent - share
+  share = sent
+end
 local p = prev + tonumber(ARGV[5])
 local q = math.floor(p / d)
 local r = p - q * d
@@ -63,31 +73,34 @@ while b >= 1 do
   end
   b = b / 2
 end
-local before = cur + pending + tonumber(ARGV[4]) + q * rem + Q
-local add = pending
-local out = {0, prev}
-for i = 7, #ARGV, 2 do
+local before = cur + add + tonumber(ARGV[4]) + q * rem + Q
+local out = {0, prev, 0, 0}
+if stale then out[3] = 1 end
+for i = 8, #ARGV, 2 do
   local limit, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  if before <= limit and cost <= limit - before then
+  if not stale and before <= limit and cost <= limit - before then
     before = before + cost
     add = add + cost
+    share = share + cost
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
 if add > 0 then
-  cur = redis.call('INCRBY', KEYS[1], add)
+  cur = redis.call('HINCRBY', KEYS[1], 'n', string.format('%d', add))
+  redis.call('HSET', KEYS[1], ARGV[7], string.format('%d', share))
   if cur == add then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
 end
 out[1] = cur
+out[4] = share
 return out
 `)
 
 // Decide makes the strict-mode decisions of c in one script call, atomic in
 // Redis: both cells are read, the sliding window is applied to each ask in
-// order, and the pending and admitted costs are added to the current cell
-// with its expiry. The arithmetic is exact (see [ErrInexact] for its range).
+// order, and the writer's share is raised to its sent count and the admitted costs
+// are added to it and to the current cell, with its expiry. The arithmetic is exact (see [ErrInexact] for its range).
 func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
 	if err := checkDecide(c); err != nil {
 		return origin.Verdict{}, err
@@ -96,9 +109,10 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 		CellKey(origin.Cell{Key: c.Key, Sequence: c.Seq}),
 		CellKey(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}),
 	}
-	args := make([]any, 0, 6+2*len(c.Asks))
-	args = append(args, c.Key.Duration.Milliseconds(), c.Elapsed, c.Pending,
-		min(c.Imported.Current, maxExact), min(c.Imported.Previous, maxExact), o.ttl(c.Key.Duration))
+	args := make([]any, 0, 7+2*len(c.Asks))
+	args = append(args, c.Key.Duration.Milliseconds(), c.Elapsed, c.Sent,
+		min(c.Imported.Current, maxExact), min(c.Imported.Previous, maxExact), o.ttl(c.Key.Duration),
+		writerField(c.Writer))
 	for _, a := range c.Asks {
 		args = append(args, a.Limit, a.Cost)
 	}
@@ -108,13 +122,14 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 		if err != nil {
 			return err
 		}
-		if len(res) != 2+len(c.Asks) {
+		if len(res) != 4+len(c.Asks) {
 			return fmt.Errorf("%w: decide returned %d values for %d asks", ErrBadValue, len(res), len(c.Asks))
 		}
 		v.Counts = origin.Counts{Current: res[0], Previous: res[1]}
+		v.Stale, v.Share = res[2] == 1, res[3]
 		v.Admitted = make([]bool, len(c.Asks))
 		for i := range c.Asks {
-			v.Admitted[i] = res[2+i] == 1
+			v.Admitted[i] = res[4+i] == 1
 		}
 		return nil
 	})
@@ -135,7 +150,7 @@ func checkDecide(c origin.Check) error {
 		return fmt.Errorf("%w (decide): sequence %d has no previous cell", ErrInvalidCell, c.Seq)
 	case c.Elapsed < 0 || c.Elapsed >= d:
 		return fmt.Errorf("%w (decide): elapsed %d outside [0, %d)", ErrInvalidCell, c.Elapsed, d)
-	case c.Pending < 0 || c.Pending > maxExact:
+	case c.Sent < 0 || c.Sent > maxExact:
 		return ErrInexact
 	}
 	for _, a := range c.Asks {

@@ -29,7 +29,7 @@ func seedCell(t *testing.T, o *Origin, c origin.Cell, n int64) {
 	if n == 0 {
 		return
 	}
-	if err := o.client.Set(context.Background(), CellKey(c), n, time.Hour).Err(); err != nil {
+	if err := o.client.HSet(context.Background(), CellKey(c), totalField, n).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -38,12 +38,13 @@ func seedCell(t *testing.T, o *Origin, c origin.Cell, n int64) {
 // window arithmetic on 128-bit products.
 func wantVerdict(c origin.Check, cur, prev int64) origin.Verdict {
 	pos := window.Position{Seq: c.Seq, Elapsed: c.Elapsed, D: c.Key.Duration.Milliseconds()}
-	cur += c.Pending
-	v := origin.Verdict{Admitted: make([]bool, len(c.Asks))}
+	cur += c.Sent // the writer is new: its share rises from 0 to Sent
+	v := origin.Verdict{Admitted: make([]bool, len(c.Asks)), Share: c.Sent}
 	for i, a := range c.Asks {
 		before := pos.Before(window.Add(cur, c.Imported.Current), window.Add(prev, c.Imported.Previous))
 		if window.Decide(before, a.Limit, a.Cost).Success {
 			cur += a.Cost
+			v.Share += a.Cost
 			v.Admitted[i] = true
 		}
 	}
@@ -83,7 +84,7 @@ func TestDecideMatchesWindowArithmetic(t *testing.T) {
 			seq := int64(1000 + i)
 			seedCell(t, o, origin.Cell{Key: key, Sequence: seq}, tc.cur)
 			seedCell(t, o, origin.Cell{Key: key, Sequence: seq - 1}, tc.prev)
-			c := origin.Check{Key: key, Seq: seq, Elapsed: tc.elapsed, Pending: tc.pending, Imported: tc.imported, Asks: tc.asks}
+			c := origin.Check{Key: key, Seq: seq, Elapsed: tc.elapsed, Writer: newWriter(), Sent: tc.pending, Imported: tc.imported, Asks: tc.asks}
 			got, err := o.Decide(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
@@ -108,15 +109,15 @@ func TestDecideRandom(t *testing.T) {
 		seq := int64(i + 1)
 		cur, prev := magnitude(53), magnitude(53)
 		limit := magnitude(53)
-		c := origin.Check{Key: key, Seq: seq, Elapsed: rng.Int64N(d), Pending: magnitude(20), Asks: []origin.Ask{
+		c := origin.Check{Key: key, Seq: seq, Elapsed: rng.Int64N(d), Writer: newWriter(), Sent: magnitude(20), Asks: []origin.Ask{
 			{Limit: limit, Cost: 1 + magnitude(20)}, {Limit: limit, Cost: 1 + magnitude(53)},
 		}}
-		if cur+c.Pending+c.Asks[0].Cost+c.Asks[1].Cost > 1<<53-1 {
+		if cur+c.Sent+c.Asks[0].Cost+c.Asks[1].Cost > 1<<53-1 {
 			cur = 0 // keep the stored total in the exact range
 		}
 		if i%2 == 0 { // put the first ask exactly on the boundary, or one past it
 			pos := window.Position{Seq: seq, Elapsed: c.Elapsed, D: d}
-			if edge := pos.Before(cur+c.Pending, prev) + c.Asks[0].Cost - rng.Int64N(2); edge <= 1<<53-1 {
+			if edge := pos.Before(cur+c.Sent, prev) + c.Asks[0].Cost - rng.Int64N(2); edge <= 1<<53-1 {
 				c.Asks[0].Limit = edge
 			}
 		}
@@ -142,7 +143,7 @@ func TestDecideRejectsInexactChecks(t *testing.T) {
 	}{
 		{"limit of 2^53", origin.Check{Key: key, Asks: asks(1<<53, 1)}, ErrInexact},
 		{"cost of 2^53", origin.Check{Key: key, Asks: asks(1, 1<<53)}, ErrInexact},
-		{"pending of 2^53", origin.Check{Key: key, Pending: 1 << 53}, ErrInexact},
+		{"sent count of 2^53", origin.Check{Key: key, Writer: newWriter(), Sent: 1 << 53}, ErrInexact},
 		{"elapsed past the cell", origin.Check{Key: key, Elapsed: 60000}, ErrInvalidCell},
 		{"no previous cell", origin.Check{Key: key, Seq: math.MinInt64}, ErrInvalidCell},
 	}
@@ -167,7 +168,7 @@ func TestDecideConcurrentNeverOverspends(t *testing.T) {
 	for range clients {
 		admitted.Go(func() {
 			for range each {
-				v, err := o.Decide(context.Background(), origin.Check{Key: key, Seq: 7, Asks: asks(limit, 1)})
+				v, err := o.Decide(context.Background(), origin.Check{Key: key, Seq: 7, Writer: newWriter(), Asks: asks(limit, 1)})
 				if err != nil {
 					t.Error(err)
 					return

@@ -11,14 +11,14 @@ import (
 // KeyPrefix is the version prefix of every key this package writes. A future
 // change of the key layout gets a new prefix, so old and new layouts never
 // read each other's cells.
-const KeyPrefix = "sl1"
+const KeyPrefix = "sl2"
 
 // tagLen is the number of hex digits of the hash tag.
 const tagLen = 16
 
 // CellKey returns the Redis key of cell c:
 //
-//	sl1:{<tag>}:<len(ws)>:<ws>:<len(ns)>:<ns>:<len(id)>:<id>:<duration>:<seq>
+//	sl2:{<tag>}:<len(ws)>:<ws>:<len(ns)>:<ns>:<len(id)>:<id>:<duration>:<seq>
 //
 // where the lengths are decimal byte counts, <duration> is the duration in
 // whole milliseconds (or in nanoseconds with an "ns" suffix when it is not a

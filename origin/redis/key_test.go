@@ -119,16 +119,16 @@ func TestCellKey(t *testing.T) {
 		cell origin.Cell
 		want string // "" = only check structure
 	}{
-		{"plain", origin.Cell{Key: k, Sequence: 29000000}, "sl1:{" + HashTag(k) + "}:4:acme:3:api:5:alice:60000:29000000"},
-		{"empty workspace", origin.Cell{Key: origin.Key{Namespace: "n", Identifier: "i", Duration: time.Second}, Sequence: 1}, "sl1:{" + HashTag(origin.Key{Namespace: "n", Identifier: "i", Duration: time.Second}) + "}:0::1:n:1:i:1000:1"},
-		{"negative sequence", origin.Cell{Key: k, Sequence: -1}, "sl1:{" + HashTag(k) + "}:4:acme:3:api:5:alice:60000:-1"},
+		{"plain", origin.Cell{Key: k, Sequence: 29000000}, "sl2:{" + HashTag(k) + "}:4:acme:3:api:5:alice:60000:29000000"},
+		{"empty workspace", origin.Cell{Key: origin.Key{Namespace: "n", Identifier: "i", Duration: time.Second}, Sequence: 1}, "sl2:{" + HashTag(origin.Key{Namespace: "n", Identifier: "i", Duration: time.Second}) + "}:0::1:n:1:i:1000:1"},
+		{"negative sequence", origin.Cell{Key: k, Sequence: -1}, "sl2:{" + HashTag(k) + "}:4:acme:3:api:5:alice:60000:-1"},
 		{"braces", origin.Cell{Key: origin.Key{Workspace: "}", Namespace: "{", Identifier: "{}", Duration: time.Millisecond}}, ""},
 		{"colons", origin.Cell{Key: origin.Key{Workspace: "a:1:", Namespace: ":", Identifier: "::", Duration: time.Hour}, Sequence: 7}, ""},
 		{"nul and invalid utf-8", origin.Cell{Key: origin.Key{Workspace: "\x00", Namespace: "\xff\xfe", Identifier: "a\x00b", Duration: 2 * time.Millisecond}, Sequence: 3}, ""},
 		{"sub-millisecond duration", origin.Cell{Key: origin.Key{Namespace: "n", Identifier: "i", Duration: 1500 * time.Microsecond}}, ""},
 	}
 	// Golden value: the layout is persistent; changing it needs a new prefix.
-	if got, want := CellKey(origin.Cell{Key: k, Sequence: 29000000}), "sl1:{5a3e96f0cd3ea96b}:4:acme:3:api:5:alice:60000:29000000"; got != want {
+	if got, want := CellKey(origin.Cell{Key: k, Sequence: 29000000}), "sl2:{5a3e96f0cd3ea96b}:4:acme:3:api:5:alice:60000:29000000"; got != want {
 		t.Fatalf("CellKey = %q, want %q (the key layout changed: bump KeyPrefix)", got, want)
 	}
 	for _, tc := range tests {

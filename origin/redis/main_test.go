@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	mathrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/origin"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -136,4 +139,14 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 func realRedisAddr(t testing.TB) string {
 	t.Helper()
 	return testenv.RedisAddr(t)
+}
+
+// newWriter returns a writer of its own for a test: its first write of n
+// adds n.
+func newWriter() origin.Writer { return origin.Writer(mathrand.Uint64()) }
+
+// add returns a delta that adds n to cell c: the first write of a new
+// writer.
+func add(c origin.Cell, n int64) origin.Delta {
+	return origin.Delta{Cell: c, Writer: newWriter(), Sent: n}
 }

@@ -18,7 +18,7 @@ func TestMiniredisApplyLoadExpire(t *testing.T) {
 	o := newOrigin(t, Config{Client: newTestClient(t, mr.Addr()), MinTTL: time.Second})
 	ctx := context.Background()
 	k := origin.Key{Workspace: "w", Namespace: "n", Identifier: "i", Duration: time.Minute}
-	got, err := o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: 2}, Count: 4}, {Cell: origin.Cell{Key: k, Sequence: 1}, Count: 6}})
+	got, err := o.Apply(ctx, []origin.Delta{add(origin.Cell{Key: k, Sequence: 2}, 4), add(origin.Cell{Key: k, Sequence: 1}, 6)})
 	if err != nil || got[0] != 4 || got[1] != 6 {
 		t.Fatalf("Apply = %v, %v", got, err)
 	}
@@ -46,11 +46,12 @@ func TestMiniredisNoScript(t *testing.T) {
 	o := newOrigin(t, Config{Client: client})
 	ctx := context.Background()
 	k := origin.Key{Namespace: "n", Identifier: "i", Duration: time.Second}
-	deltas := []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: 1}, Count: 1}, {Cell: origin.Cell{Key: k, Sequence: 2}, Count: 10}}
+	deltas := []origin.Delta{add(origin.Cell{Key: k, Sequence: 1}, 1), add(origin.Cell{Key: k, Sequence: 2}, 10)}
 	for round := int64(1); round <= 3; round++ {
 		if err := client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
+		deltas[0].Sent, deltas[1].Sent = round, 10*round // each round's write raises the count
 		got, err := o.Apply(ctx, deltas)
 		if err != nil || got[0] != round || got[1] != 10*round {
 			t.Fatalf("round %d: Apply = %v, %v", round, got, err)

@@ -97,13 +97,13 @@ func TestLoadApply(t *testing.T) {
 		{name: "missing keys are zero", load: map[string][2]int64{"a": {0, 0}}},
 		{
 			name:   "first increments",
-			deltas: []origin.Delta{{Cell: cell("a", 10), Count: 3}, {Cell: cell("a", 9), Count: 7}, {Cell: cell("b", 10), Count: 1}},
+			deltas: []origin.Delta{add(cell("a", 10), 3), add(cell("a", 9), 7), add(cell("b", 10), 1)},
 			want:   []int64{3, 7, 1},
 			load:   map[string][2]int64{"a": {3, 7}, "b": {1, 0}, "c": {0, 0}},
 		},
 		{
 			name:   "totals accumulate, in order within one batch",
-			deltas: []origin.Delta{{Cell: cell("a", 10), Count: 2}, {Cell: cell("a", 10), Count: 5}, {Cell: cell("b", 10), Count: 0}},
+			deltas: []origin.Delta{add(cell("a", 10), 2), add(cell("a", 10), 5), add(cell("b", 10), 0)},
 			want:   []int64{5, 10, 1},
 			load:   map[string][2]int64{"a": {10, 7}, "b": {1, 0}},
 		},
@@ -156,7 +156,7 @@ func TestApplySetsTTL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "ttl", Identifier: tc.name, Duration: tc.duration}, Sequence: 42}
 			for i := range 3 { // the expiry is set by the first increment and kept
-				if _, err := o.Apply(ctx, []origin.Delta{{Cell: c, Count: 1}}); err != nil {
+				if _, err := o.Apply(ctx, []origin.Delta{add(c, 1)}); err != nil {
 					t.Fatalf("Apply %d: %v", i, err)
 				}
 				ttl, err := client.PTTL(ctx, CellKey(c)).Result()
@@ -183,7 +183,7 @@ func TestApplyExpiryIsAtomic(t *testing.T) {
 	const cells = 200
 	deltas := make([]origin.Delta, cells)
 	for i := range deltas {
-		deltas[i] = origin.Delta{Cell: origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "atomic", Identifier: string(rune('a' + i%26)), Duration: time.Minute}, Sequence: int64(i)}, Count: 1}
+		deltas[i] = add(origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "atomic", Identifier: string(rune('a' + i%26)), Duration: time.Minute}, Sequence: int64(i)}, 1)
 	}
 	stop := make(chan struct{})
 	var noTTL []string
@@ -231,7 +231,7 @@ func TestConcurrentApplyTotals(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range rounds {
-				if _, err := o.Apply(ctx, []origin.Delta{{Cell: c, Count: 1}, {Cell: c, Count: 2}}); err != nil {
+				if _, err := o.Apply(ctx, []origin.Delta{add(c, 1), add(c, 2)}); err != nil {
 					errs <- err
 					return
 				}
@@ -260,7 +260,7 @@ func TestInvalidCells(t *testing.T) {
 		if _, err := o.Load(ctx, k, 1); !errors.Is(err, ErrInvalidCell) {
 			t.Errorf("Load with duration %v: %v, want ErrInvalidCell", d, err)
 		}
-		if _, err := o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k}, Count: 1}}); !errors.Is(err, ErrInvalidCell) {
+		if _, err := o.Apply(ctx, []origin.Delta{add(origin.Cell{Key: k}, 1)}); !errors.Is(err, ErrInvalidCell) {
 			t.Errorf("Apply with duration %v: %v, want ErrInvalidCell", d, err)
 		}
 	}
@@ -283,7 +283,7 @@ func TestBadValueIsNotAnOutage(t *testing.T) {
 		if _, err := o.Load(ctx, c.Key, c.Sequence); !errors.Is(err, ErrBadValue) || errors.Is(err, origin.ErrUnavailable) {
 			t.Fatalf("Load: %v, want ErrBadValue and not ErrUnavailable", err)
 		}
-		_, err := o.Apply(ctx, []origin.Delta{{Cell: c, Count: 1}})
+		_, err := o.Apply(ctx, []origin.Delta{add(c, 1)})
 		if err == nil || errors.Is(err, origin.ErrUnavailable) || !strings.HasPrefix(err.Error(), "redis: apply: ") {
 			t.Fatalf("Apply on a string: %v", err)
 		}

@@ -34,20 +34,41 @@ var (
 	ErrBadValue = errors.New("redis: cell does not hold an integer")
 )
 
-// incrScript adds ARGV[1] to the counter KEYS[1] and returns the total. When
-// the key is new (the total equals the increment) it sets the expiry to
-// ARGV[2] milliseconds. A script runs atomically, so no cell Sluice creates
-// ever exists without an expiry, even when the client dies between the two
-// steps. An existing key is not checked for an expiry: that would cost a
-// third command per cell write, only to repair keys written by someone else.
-// Redis converts the reply to a Lua number (a double): totals are exact up to
-// 2^53.
-var incrScript = goredis.NewScript(`local n = redis.call('INCRBY', KEYS[1], ARGV[1])
-if n == tonumber(ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// A cell is a hash: field "n" holds its total and one field per writer (16
+// hex digits) holds that writer's share of it (see [origin.Delta]).
+const totalField = "n"
+
+// raiseScript raises writer ARGV[1]'s share of cell KEYS[1] to ARGV[2] and
+// the total by as much, and returns the total. When the cell is new (the
+// total equals the rise) it sets the expiry to ARGV[3] milliseconds. A
+// script runs atomically, so no cell Sluice creates ever exists without an
+// expiry, and a share and the total never disagree, even when the client
+// dies between two steps. Numbers are formatted as integers before they go
+// back to Redis: totals are exact up to 2^53.
+var raiseScript = goredis.NewScript(`local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local sent = tonumber(ARGV[2])
+if sent <= old then
+  return tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+end
+local rise = sent - old
+local n = redis.call('HINCRBY', KEYS[1], 'n', string.format('%d', rise))
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if n == rise then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end
 return n
 `)
+
+// writerField returns the hash field of writer w: 16 lowercase hex digits.
+func writerField(w origin.Writer) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[w&0xf]
+		w >>= 4
+	}
+	return string(b[:])
+}
 
 // Origin is an [origin.Origin] backed by Redis. Create it with [New]; the zero
 // value is not usable. An Origin is safe for concurrent use by many
@@ -140,8 +161,9 @@ func (o *Origin) BreakerState() BreakerState {
 	return breaker.StateOf(o.breaker.State())
 }
 
-// Load returns the totals of cells seq and seq-1 of key with one MGET (both
-// keys share a cluster slot). A missing key counts as zero.
+// Load returns the totals of cells seq and seq-1 of key with two HGETs in
+// one pipeline (both keys share a cluster slot). A missing key counts as
+// zero.
 func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Counts, error) {
 	if err := checkKey(key); err != nil {
 		return origin.Counts{}, fmt.Errorf("%w (load): %w", ErrInvalidCell, err)
@@ -153,17 +175,20 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	prev := CellKey(origin.Cell{Key: key, Sequence: seq - 1})
 	var counts origin.Counts
 	err := o.do(ctx, OpLoad, 2, func(ctx context.Context) error {
-		vals, err := o.client.MGet(ctx, cur, prev).Result()
-		if err != nil {
+		pipe := o.client.Pipeline()
+		c := pipe.HGet(ctx, cur, totalField)
+		p := pipe.HGet(ctx, prev, totalField)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+			if classify(err) == OutcomeError {
+				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
+			}
 			return err
 		}
-		if len(vals) != 2 {
-			return fmt.Errorf("%w: MGET returned %d values for 2 keys", ErrBadValue, len(vals))
-		}
-		if counts.Current, err = parseCount(vals[0]); err != nil {
+		var err error
+		if counts.Current, err = parseCount(c); err != nil {
 			return err
 		}
-		counts.Previous, err = parseCount(vals[1])
+		counts.Previous, err = parseCount(p)
 		return err
 	})
 	if err != nil {
@@ -172,17 +197,17 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	return counts, nil
 }
 
-// Apply adds every delta to its cell in one pipeline of EVALSHA calls of the
-// increment script (falling back to EVAL for the cells Redis answers
+// Apply raises each delta's writer share in one pipeline of EVALSHA calls
+// of the raise script (falling back to EVAL for the cells Redis answers
 // NOSCRIPT) and returns the totals in the order of deltas. Each cell's
-// increment and expiry (max(TTLWindows × duration, MinTTL)) are one atomic
-// step. Several deltas of one cell are applied in order, each seeing the
-// previous one.
+// raise and expiry (max(TTLWindows × duration, MinTTL)) are one atomic
+// step, and idempotent: a retry of a call whose reply was lost changes
+// nothing it already did.
 //
-// Apply is at-least-once: on error no total is returned, but some cells may
-// have been incremented (a pipeline cut short, a reply lost in a timeout),
-// so a caller that retries may count those deltas twice. For a rate limiter
-// this errs on the side of denying.
+// A cell Redis refuses on its own (a key that is not a Sluice hash, a total
+// that would overflow) fails alone: the others are applied and the error
+// wraps an [*origin.CellErrors] naming it. Such failures do not count
+// against the breaker.
 func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
 	if len(deltas) == 0 {
 		return []int64{}, nil
@@ -198,53 +223,67 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	err := o.do(ctx, OpApply, len(deltas), func(ctx context.Context) error {
 		return o.apply(ctx, keys, deltas, totals)
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, origin.ErrCells) {
 		return nil, err
 	}
-	return totals, nil
+	return totals, err
 }
 
 func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []int64) error {
 	cmds := make([]*goredis.Cmd, len(deltas))
-	pipe := o.client.Pipeline()
-	sha := incrScript.Hash()
-	for i := range deltas {
-		cmds[i] = pipe.EvalSha(ctx, sha, keys[i:i+1], deltas[i].Count, o.ttl(deltas[i].Cell.Duration))
+	args := func(i int) []any {
+		return []any{writerField(deltas[i].Writer), deltas[i].Sent, o.ttl(deltas[i].Cell.Duration)}
 	}
-	execErr := execPipeline(ctx, pipe)
+	pipe := o.client.Pipeline()
+	sha := raiseScript.Hash()
+	for i := range deltas {
+		cmds[i] = pipe.EvalSha(ctx, sha, keys[i:i+1], args(i)...)
+	}
+	_ = execPipeline(ctx, pipe) // each command's error is inspected below
 
 	var missing []int // cells Redis answered NOSCRIPT: not run, safe to run again
 	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil {
-			if isNoScript(err) {
-				missing = append(missing, i)
-				continue
-			}
-			return err
+		if isNoScript(cmd.Err()) {
+			missing = append(missing, i)
 		}
 	}
 	if len(missing) > 0 {
 		// EVAL also caches the script, so the next Apply's EVALSHA finds it.
 		retry := o.client.Pipeline()
 		for _, i := range missing {
-			cmds[i] = incrScript.Eval(ctx, retry, keys[i:i+1], deltas[i].Count, o.ttl(deltas[i].Cell.Duration))
+			cmds[i] = raiseScript.Eval(ctx, retry, keys[i:i+1], args(i)...)
 		}
-		execErr = execPipeline(ctx, retry)
-		for _, i := range missing {
-			if err := cmds[i].Err(); err != nil {
-				return err
-			}
-		}
+		_ = execPipeline(ctx, retry)
 	}
-	if execErr != nil && !isNoScript(execErr) {
-		return execErr
-	}
+	return collectTotals(cmds, totals)
+}
+
+// collectTotals reads each command's total into totals. A connection or
+// server-wide failure fails the call; a reply error of one cell (or a reply
+// that is not an integer) fails that cell only, reported in a
+// [*origin.CellErrors].
+func collectTotals(cmds []*goredis.Cmd, totals []int64) error {
+	var failed map[int]error
 	for i, cmd := range cmds {
 		n, err := cmd.Int64()
-		if err != nil {
-			return fmt.Errorf("%w: script returned %v", ErrBadValue, cmd.Val())
+		switch {
+		case err == nil:
+			totals[i] = n
+			continue
+		case cmd.Err() == nil:
+			err = fmt.Errorf("%w: script returned %v", ErrBadValue, cmd.Val())
+		case classify(err) != OutcomeError:
+			return err
+		default:
+			err = fmt.Errorf("%w: %w", ErrBadValue, err)
 		}
-		totals[i] = n
+		if failed == nil {
+			failed = map[int]error{}
+		}
+		failed[i] = err
+	}
+	if failed != nil {
+		return &origin.CellErrors{Failed: failed}
 	}
 	return nil
 }
@@ -298,8 +337,8 @@ var outageReplies = []string{
 // classify returns the outcome of err, the failure of a call that neither
 // the caller canceled nor a deadline ended (breaker.Run tells those apart).
 func classify(err error) Outcome {
-	if errors.Is(err, ErrBadValue) {
-		return OutcomeError
+	if errors.Is(err, ErrBadValue) || errors.Is(err, origin.ErrCells) {
+		return OutcomeError // one cell's problem, not an outage
 	}
 	var re goredis.Error
 	if errors.As(err, &re) {
@@ -329,22 +368,21 @@ func checkKey(k origin.Key) error {
 	return nil
 }
 
-// parseCount converts one MGET value: nil (missing key) is zero.
-func parseCount(v any) (int64, error) {
-	switch v := v.(type) {
-	case nil:
+// parseCount converts the reply of one HGET: a missing key or field is
+// zero.
+func parseCount(cmd *goredis.StringCmd) (int64, error) {
+	v, err := cmd.Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
 		return 0, nil
-	case string:
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%w: %q", ErrBadValue, truncate(v, 32))
-		}
-		return n, nil
-	case int64:
-		return v, nil
-	default:
-		return 0, fmt.Errorf("%w: unexpected %T", ErrBadValue, v)
+	case err != nil:
+		return 0, err
 	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q", ErrBadValue, truncate(v, 32))
+	}
+	return n, nil
 }
 
 func truncate(s string, n int) string {

@@ -23,7 +23,7 @@ func TestTracing(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	o := newOrigin(t, Config{Client: realRedis(t), TracerProvider: tp})
 	k := origin.Key{Workspace: workspace(t), Namespace: "n", Identifier: "i", Duration: time.Minute}
-	deltas := []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: 7}, Count: 3}}
+	deltas := []origin.Delta{add(origin.Cell{Key: k, Sequence: 7}, 3)}
 
 	tests := []struct {
 		name     string

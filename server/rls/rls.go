@@ -39,13 +39,43 @@ import (
 // returns it as the path to mount the handler on.
 const Procedure = rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
 
-// Workspace is the workspace of every counter this service decides. It
+// Workspace prefixes the workspace of every counter this service decides:
+// a domain's counters live in workspace [WorkspaceOf] the domain, so each
+// domain is a tenant of its own for the limiter's memory (one domain's
+// traffic never evicts another's counters, nor an HTTP API workspace's). It
 // contains a space, which no HTTP API root key's workspace may contain, so
 // RLS counters never share an identity with HTTP API counters.
 const Workspace = "envoy rls"
 
+// WorkspaceOf returns the workspace of the counters of domain.
+func WorkspaceOf(domain string) string { return Workspace + ":" + domain }
+
 // DefaultMaxMessageBytes caps a request message (1 MiB).
 const DefaultMaxMessageBytes = 1 << 20
+
+// Caps on a ShouldRateLimit call. A call over any of them is refused with
+// InvalidArgument, naming the cap, before any counter is read or created.
+const (
+	// MaxDescriptors caps the descriptors of one call: each limited one is
+	// a counter.
+	MaxDescriptors = 64
+	// MaxEntries caps the entries of one descriptor.
+	MaxEntries = 8
+	// MaxEntryBytes caps the key and the value of an entry, like the HTTP
+	// API's identifiers. A counter's identifier, the entries encoded, is
+	// then at most 8 × 2 × (3 + 1 + 512) = 8256 bytes.
+	MaxEntryBytes = 512
+	// MaxDomainBytes caps a domain, in the rules and in a call, so that the
+	// workspace of its counters ([WorkspaceOf]) is at most 255 bytes.
+	MaxDomainBytes = 255 - len(Workspace) - 1
+	// MaxWindow caps the window of a descriptor's own limit, like the HTTP
+	// API's durations (30 days).
+	MaxWindow = 30 * 24 * time.Hour
+)
+
+// ErrInvalidRequest wraps the reason a ShouldRateLimit call was refused
+// with InvalidArgument. Check for it with errors.Is.
+var ErrInvalidRequest = errors.New("rls: invalid request")
 
 // Limiter decides rate-limit requests; *sluice.Limiter implements it.
 type Limiter interface {
@@ -190,7 +220,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	checks, err := rules.checks(req)
 	if err != nil {
 		s.cfg.Observer.Decided(label, OutcomeInvalid)
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 	}
 	now := time.UnixMilli(s.cfg.Clock().UnixMilli()) // the limiter's resolution
 	res, outcome, err := s.decide(ctx, req.GetDomain(), checks, now)
@@ -217,13 +247,18 @@ type check struct {
 
 // checks validates req and finds the rule of each descriptor.
 func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
-	switch {
+	switch n := len(req.GetDescriptors()); {
 	case req.GetDomain() == "":
 		return nil, errors.New("domain is empty")
-	case len(req.GetDescriptors()) == 0:
+	case len(req.GetDomain()) > MaxDomainBytes:
+		return nil, fmt.Errorf("domain is %d bytes, over the cap of %d", len(req.GetDomain()), MaxDomainBytes)
+	case n == 0:
 		return nil, errors.New("descriptors are empty")
+	case n > MaxDescriptors:
+		return nil, fmt.Errorf("%d descriptors, over the cap of %d per call", n, MaxDescriptors)
 	}
 	root := rs.domains[req.GetDomain()]
+	limits := rs.limits[req.GetDomain()]
 	checks := make([]check, len(req.GetDescriptors()))
 	replaced := make(map[string]bool)
 	for i, d := range req.GetDescriptors() {
@@ -236,7 +271,7 @@ func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
 			return nil, fmt.Errorf("descriptor %d: %w", i, err)
 		}
 		var override *rule
-		if d.GetLimit() != nil {
+		if d.GetLimit() != nil && limits {
 			if override, err = overrideRule(d.GetLimit()); err != nil {
 				return nil, fmt.Errorf("descriptor %d: limit: %w", i, err)
 			}
@@ -263,19 +298,26 @@ func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
 	return checks, nil
 }
 
-// entriesOf returns the entries of d, which must be a non-empty list of
-// non-empty keys and values.
+// entriesOf returns the entries of d, which must be a list of 1 to
+// MaxEntries entries whose keys and values are 1 to MaxEntryBytes long.
 func entriesOf(d *ratelimitv3.RateLimitDescriptor) ([]entry, error) {
-	if len(d.GetEntries()) == 0 {
+	switch n := len(d.GetEntries()); {
+	case n == 0:
 		return nil, errors.New("entries are empty")
+	case n > MaxEntries:
+		return nil, fmt.Errorf("%d entries, over the cap of %d per descriptor", n, MaxEntries)
 	}
 	entries := make([]entry, len(d.GetEntries()))
 	for i, e := range d.GetEntries() {
 		switch {
 		case e.GetKey() == "":
 			return nil, fmt.Errorf("entry %d: key is empty", i)
+		case len(e.GetKey()) > MaxEntryBytes:
+			return nil, fmt.Errorf("entry %d: key is %d bytes, over the cap of %d", i, len(e.GetKey()), MaxEntryBytes)
 		case e.GetValue() == "":
 			return nil, fmt.Errorf("entry %d (%q): value is empty", i, e.GetKey())
+		case len(e.GetValue()) > MaxEntryBytes:
+			return nil, fmt.Errorf("entry %d (%q): value is %d bytes, over the cap of %d", i, e.GetKey(), len(e.GetValue()), MaxEntryBytes)
 		}
 		entries[i] = entry{e.GetKey(), e.GetValue()}
 	}
@@ -297,7 +339,8 @@ func cost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (int6
 	return max(1, int64(req.GetHitsAddend())), nil
 }
 
-// overrideRule is the rule of a descriptor that carries its own limit.
+// overrideRule is the rule of a descriptor that carries its own limit, in
+// a domain that allows it: its window is at most MaxWindow.
 func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
 	v, ok := rlsv3.RateLimitResponse_RateLimit_Unit_value[o.GetUnit().String()]
 	length, known := unitLengths[rlsv3.RateLimitResponse_RateLimit_Unit(v)]
@@ -312,6 +355,9 @@ func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, 
 		r.multiplier = m.GetValue()
 	}
 	r.window = length * time.Duration(r.multiplier)
+	if r.window > MaxWindow {
+		return nil, fmt.Errorf("a window of %v is over the cap of %v (30 days)", r.window, MaxWindow)
+	}
 	return r, nil
 }
 
@@ -351,7 +397,7 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 	}
 	request := func(c check, cost int64) sluice.Request {
 		return sluice.Request{
-			Workspace: Workspace, Namespace: domain, Identifier: c.id,
+			Workspace: WorkspaceOf(domain), Namespace: domain, Identifier: c.id,
 			Limit: c.rule.limit, Duration: c.rule.window, Cost: cost, Time: now,
 		}
 	}

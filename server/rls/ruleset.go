@@ -27,6 +27,10 @@ var ErrInvalidConfig = errors.New("rls: invalid config")
 // answered OK.
 type Ruleset struct {
 	domains map[string]*node
+	// limits holds the domains whose file sets allow_descriptor_limits:
+	// a descriptor's own limit (RateLimitDescriptor.limit) applies there,
+	// and is ignored everywhere else.
+	limits map[string]bool
 }
 
 // node is one level of a domain's descriptor tree: the rule configured at
@@ -77,8 +81,9 @@ var unitLengths = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
 // errors ("field foo not found in type rls.descriptor").
 type (
 	domainFile struct {
-		Domain      string       `yaml:"domain"`
-		Descriptors []descriptor `yaml:"descriptors"`
+		Domain                string       `yaml:"domain"`
+		AllowDescriptorLimits bool         `yaml:"allow_descriptor_limits"`
+		Descriptors           []descriptor `yaml:"descriptors"`
 	}
 	descriptor struct {
 		Key            string       `yaml:"key"`
@@ -116,22 +121,24 @@ func Load(path string) (*Ruleset, error) {
 			return nil, err
 		}
 	}
-	rs := &Ruleset{domains: make(map[string]*node)}
+	rs := &Ruleset{domains: make(map[string]*node), limits: make(map[string]bool)}
 	origin := make(map[string]string) // domain -> file
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
-		domain, root, err := parse(name, data)
+		f, root, err := parse(name, data)
 		if err != nil {
 			return nil, err
 		}
+		domain := f.Domain
 		if first, dup := origin[domain]; dup {
 			return nil, fmt.Errorf("%w: %s: duplicate domain %q (also in %s)", ErrInvalidConfig, name, domain, first)
 		}
 		origin[domain] = name
 		rs.domains[domain] = root
+		rs.limits[domain] = f.AllowDescriptorLimits
 	}
 	return rs, nil
 }
@@ -167,11 +174,11 @@ func yamlFiles(dir string) ([]string, error) {
 // Parse reads one YAML document that configures one domain. name labels
 // errors, usually the file name. Every error wraps [ErrInvalidConfig].
 func Parse(name string, data []byte) (*Ruleset, error) {
-	domain, root, err := parse(name, data)
+	f, root, err := parse(name, data)
 	if err != nil {
 		return nil, err
 	}
-	return &Ruleset{domains: map[string]*node{domain: root}}, nil
+	return &Ruleset{domains: map[string]*node{f.Domain: root}, limits: map[string]bool{f.Domain: f.AllowDescriptorLimits}}, nil
 }
 
 // Domains returns the configured domains in sorted order.
@@ -185,9 +192,9 @@ func (rs *Ruleset) Domains() []string {
 }
 
 // parse decodes and checks one domain file.
-func parse(name string, data []byte) (string, *node, error) {
-	fail := func(format string, args ...any) (string, *node, error) {
-		return "", nil, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, name, fmt.Sprintf(format, args...))
+func parse(name string, data []byte) (domainFile, *node, error) {
+	fail := func(format string, args ...any) (domainFile, *node, error) {
+		return domainFile{}, nil, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, name, fmt.Sprintf(format, args...))
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -203,14 +210,17 @@ func parse(name string, data []byte) (string, *node, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return fail("more than one YAML document (one domain per file)")
 	}
-	if f.Domain == "" {
+	switch {
+	case f.Domain == "":
 		return fail("domain is missing")
+	case len(f.Domain) > MaxDomainBytes:
+		return fail("domain is %d bytes, over the cap of %d (its counters' workspace, %q + the domain, is at most 255 bytes)", len(f.Domain), MaxDomainBytes, Workspace+":")
 	}
 	root, err := build(f.Descriptors, "")
 	if err != nil {
 		return fail("domain %q: %v", f.Domain, err)
 	}
-	return f.Domain, root, nil
+	return f, root, nil
 }
 
 // build compiles one level of descriptors (and, recursively, the levels

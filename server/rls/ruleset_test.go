@@ -84,6 +84,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty file", ``, "domain is missing"},
 		{"missing domain", "descriptors:\n- key: a\n", "domain is missing"},
+		{"domain too long", "domain: " + strings.Repeat("d", MaxDomainBytes+1) + "\n", "domain is 246 bytes, over the cap of 245"},
+		{"allow_descriptor_limits not a bool", "domain: d\nallow_descriptor_limits: sometimes\n", "cannot unmarshal !!str `sometimes`"},
 		{"unknown top-level field", "domain: d\ndescriptor: []\n", "line 2: field descriptor not found"},
 		{"unknown descriptor field", "domain: d\ndescriptors:\n- key: a\n  rate_limt: {}\n", "line 4: field rate_limt not found in type rls.descriptor"},
 		{"unknown rate_limit field", "domain: d\ndescriptors:\n- key: a\n  rate_limit: {unit: second, requests_per_unit: 1, quota_mode: true}\n", "field quota_mode not found in type rls.rateLimit"},

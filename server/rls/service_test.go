@@ -28,9 +28,11 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
 
 func clock() time.Time { return t0 }
 
-// testRules is the ruleset of most decision tests.
+// testRules is the ruleset of most decision tests. It allows descriptor
+// limits; strictRules is the same without.
 const testRules = `
 domain: d
+allow_descriptor_limits: true
 descriptors:
   - key: user
     rate_limit: {unit: hour, requests_per_unit: 3}
@@ -46,6 +48,8 @@ descriptors:
   - key: window
     rate_limit: {name: ninety, unit: second, unit_multiplier: 90, requests_per_unit: 5}
 `
+
+var strictRules = strings.Replace(testRules, "allow_descriptor_limits: true\n", "", 1)
 
 // recordingLimiter passes decisions to a real limiter and records them.
 type recordingLimiter struct {
@@ -156,6 +160,15 @@ func withLimit(d *ratelimitv3.RateLimitDescriptor, n uint32, unit typev3.RateLim
 	return d
 }
 
+// descs returns n descriptors user=u0, user=u1, …
+func descs(n int) []*ratelimitv3.RateLimitDescriptor {
+	out := make([]*ratelimitv3.RateLimitDescriptor, n)
+	for i := range out {
+		out[i] = desc(fmt.Sprintf("user=u%d", i))
+	}
+	return out
+}
+
 func req(domain string, hits uint32, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: hits}
 }
@@ -189,6 +202,7 @@ func TestDecisions(t *testing.T) {
 	tests := []struct {
 		name      string
 		file      string // rules to load instead of testRules
+		rules     string // rules to parse instead of testRules
 		steps     []step
 		outcomes  []string // default: not checked
 		untouched bool     // the limiter must not be called
@@ -261,6 +275,12 @@ func TestDecisions(t *testing.T) {
 		}},
 		{name: "a descriptor's own limit needs a known domain", untouched: true, steps: []step{
 			{req("other", 0, withLimit(desc("user=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
+			{req("other", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK rem=0]"},
+		}},
+		{name: "a descriptor's own limit is ignored where the domain does not allow it", rules: strictRules, steps: []step{
+			{req("d", 0, withLimit(desc("user=a"), 1000, typev3.RateLimitUnit_YEAR, 200)), "OK [OK 3/HOUR rem=2]"},
+			{req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK 3/HOUR rem=1]"},
+			{req("d", 0, withLimit(desc("nothing=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
 		}},
 		{name: "replaces drops the replaced limit from the call", file: "testdata/examples/7-replaces.yaml", steps: []step{
 			{req("example7", 0, desc("key_1=value_1,user=alice")), "OK [OK 5/SECOND (specific_limit) rem=4]"},
@@ -271,8 +291,11 @@ func TestDecisions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := mustParse(t, testRules)
-			if tt.file != "" {
+			switch {
+			case tt.file != "":
 				rs = mustLoad(t, tt.file)
+			case tt.rules != "":
+				rs = mustParse(t, tt.rules)
 			}
 			h := newHarness(t, rs)
 			for i, s := range tt.steps {
@@ -343,8 +366,15 @@ func TestInvalidArgument(t *testing.T) {
 		{"hits_addend too large", req("d", 0, withHits(desc("user=a"), math.MaxInt64+1)), "hits_addend 9223372036854775808 is too large"},
 		{"override without a unit", req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "descriptor 0: limit: unit UNKNOWN is not supported"},
 		{"override with an undefined unit", req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit(42), 0)), "unit 42 is not supported"},
-		{"override in an unknown domain is still checked", req("other", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "unit UNKNOWN is not supported"},
 		{"override with an overflowing window", req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_YEAR, 293)), "unit_multiplier 293 is out of range"},
+		{"override of a year", req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_YEAR, 0)), "descriptor 0: limit: a window of 8760h0m0s is over the cap of 720h0m0s (30 days)"},
+		{"override of 31 days", req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_DAY, 31)), "over the cap of 720h0m0s (30 days)"},
+		{"too many descriptors", req("d", 0, descs(MaxDescriptors+1)...), "65 descriptors, over the cap of 64 per call"},
+		{"16384 descriptors", req("d", 0, descs(16384)...), "16384 descriptors, over the cap of 64 per call"},
+		{"too many entries", req("d", 0, desc("a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,user=9")), "descriptor 0: 9 entries, over the cap of 8 per descriptor"},
+		{"a key too long", req("d", 0, desc("user=a"), desc(strings.Repeat("k", MaxEntryBytes+1)+"=v")), "descriptor 1: entry 0: key is 513 bytes, over the cap of 512"},
+		{"a value too long", req("d", 0, desc("user="+strings.Repeat("v", MaxEntryBytes+1))), `descriptor 0: entry 0 ("user"): value is 513 bytes, over the cap of 512`},
+		{"a domain too long", req(strings.Repeat("d", MaxDomainBytes+1), 0, desc("user=a")), "domain is 246 bytes, over the cap of 245"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -440,9 +470,9 @@ func TestRequestsToLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []sluice.Request{ // the enforced batch in request order, then shadow
-		{Workspace: Workspace, Namespace: "d", Identifier: "4:user1:a", Limit: 3, Duration: time.Hour, Cost: 2, Time: t0},
-		{Workspace: Workspace, Namespace: "d", Identifier: "6:window1:b", Limit: 5, Duration: 90 * time.Second, Cost: 0, Time: t0},
-		{Workspace: Workspace, Namespace: "d", Identifier: "5:watch1:d", Limit: 2, Duration: time.Hour, Cost: 2, Time: t0},
+		{Workspace: WorkspaceOf("d"), Namespace: "d", Identifier: "4:user1:a", Limit: 3, Duration: time.Hour, Cost: 2, Time: t0},
+		{Workspace: WorkspaceOf("d"), Namespace: "d", Identifier: "6:window1:b", Limit: 5, Duration: 90 * time.Second, Cost: 0, Time: t0},
+		{Workspace: WorkspaceOf("d"), Namespace: "d", Identifier: "5:watch1:d", Limit: 2, Duration: time.Hour, Cost: 2, Time: t0},
 	}
 	if len(h.limiter.requests) != len(want) {
 		t.Fatalf("requests = %+v, want %+v", h.limiter.requests, want)

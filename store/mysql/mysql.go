@@ -52,6 +52,10 @@ type Config struct {
 	// PollInterval is how often Watch reads the version row. Default
 	// DefaultPollInterval (200ms).
 	PollInterval time.Duration
+	// MaxOverrides bounds the overrides of one namespace: a new override
+	// past it fails with a *store.LimitError, however many nodes write at
+	// once. Default store.DefaultMaxOverrides.
+	MaxOverrides int
 	// Logger receives Watch's failures and recoveries. Default: discard.
 	Logger *slog.Logger
 }
@@ -72,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollInterval < 0 {
 		return fmt.Errorf("%w: PollInterval is negative", ErrInvalidConfig)
+	}
+	if c.MaxOverrides < 0 {
+		return fmt.Errorf("%w: MaxOverrides is negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -133,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	db.SetMaxOpenConns(cfg.MaxOpenConns)
 	db.SetMaxIdleConns(cfg.MaxOpenConns)
 	db.SetConnMaxLifetime(5 * time.Minute)
-	s, err := sqlstore.Open(ctx, db, dialect, cfg.TablePrefix)
+	s, err := sqlstore.Open(ctx, db, dialect, cfg.TablePrefix, cfg.MaxOverrides)
 	if err != nil {
 		_ = db.Close()
 		return nil, err

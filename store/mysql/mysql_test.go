@@ -49,6 +49,18 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, s, "ws-"+prefix)
 }
 
+// TestCap runs the conformance suite's test of the bound on overrides; its
+// racing writers run their transactions at once on the pool's connections.
+func TestCap(t *testing.T) {
+	_, prefix := open(t)
+	s, err := mysql.Open(context.Background(), mysql.Config{DSN: testenv.MySQLDSN(t), TablePrefix: prefix, MaxOverrides: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.RunCap(t, s, "ws-"+prefix, 3)
+}
+
 func TestOpenTwiceIsIdempotent(t *testing.T) {
 	_, prefix := open(t)
 	s2, err := mysql.Open(context.Background(), mysql.Config{DSN: testenv.MySQLDSN(t), TablePrefix: prefix})
@@ -69,6 +81,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad prefix", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", TablePrefix: "x; DROP"}, true},
 		{"negative pool", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", MaxOpenConns: -1}, true},
 		{"negative poll", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", PollInterval: -1}, true},
+		{"negative overrides", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", MaxOverrides: -1}, true},
 		{"ok", mysql.Config{DSN: "root@tcp(127.0.0.1:3306)/test", TablePrefix: "sluice_"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,6 +163,18 @@ func TestWatchReportsOtherStoresWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.WaitChanged(t, changes, time.Second, "override set")
+}
+
+// TestCachePropagation: two nodes' caches over one database see each
+// other's writes through the polled change marker.
+func TestCachePropagation(t *testing.T) {
+	a, prefix := open(t)
+	b, err := mysql.Open(context.Background(), mysql.Config{DSN: testenv.MySQLDSN(t), TablePrefix: prefix, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	storetest.RunCachePropagation(t, a, b, "ws-propagation")
 }
 
 // TestUnavailable: with MariaDB unreachable, reads and writes fail with

@@ -28,7 +28,9 @@
 // publishes the change atomically. Creating a namespace first adds the
 // workspace to the workspaces set (another slot, a separate command).
 // Config.MaxNamespaces and Config.MaxOverrides bound what a client can grow;
-// a write past a bound fails with store.ErrLimitReached and changes nothing.
+// a write past a bound fails with a *store.LimitError (store.ErrLimitReached)
+// and changes nothing. The scripts check the bound and write atomically, so
+// racing writers never exceed it.
 //
 // # Outages
 //
@@ -70,7 +72,7 @@ const (
 	DefaultKeyPrefix     = "sluice"
 	DefaultTimeout       = time.Second
 	DefaultMaxNamespaces = 10000
-	DefaultMaxOverrides  = 10000
+	DefaultMaxOverrides  = store.DefaultMaxOverrides
 	DefaultCooldown      = time.Second
 )
 
@@ -463,7 +465,7 @@ func (s *Store) EnsureNamespace(ctx context.Context, workspace, name string) (st
 		case err != nil:
 			return err
 		case code < 0:
-			return fmt.Errorf("store/redis: ensure namespace: %w: the workspace has %d namespaces", store.ErrLimitReached, s.cfg.MaxNamespaces)
+			return fmt.Errorf("store/redis: ensure namespace: %w", &store.LimitError{Bound: store.BoundNamespaces, Max: s.cfg.MaxNamespaces})
 		}
 		ns, err = namespaceByName(workspace, name, v)
 		return err
@@ -517,7 +519,7 @@ func (s *Store) SetOverride(ctx context.Context, o store.Override) (store.Overri
 		case code == 0:
 			return store.ErrNotFound
 		case code < 0:
-			return fmt.Errorf("store/redis: set override: %w: the namespace has %d overrides", store.ErrLimitReached, s.cfg.MaxOverrides)
+			return fmt.Errorf("store/redis: set override: %w", &store.LimitError{Bound: store.BoundOverrides, Max: s.cfg.MaxOverrides})
 		}
 		stored, err = parseOverride(o.Workspace, o.NamespaceID, o.Identifier, v)
 		return err

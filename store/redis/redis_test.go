@@ -80,6 +80,13 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestCap runs the conformance suite's test of the bound on overrides.
+func TestCap(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	s := open(t, addr, uniquePrefix(t, addr), redis.Config{MaxOverrides: 3})
+	storetest.RunCap(t, s, "ws-redis-cap", 3)
+}
+
 // TestAwkwardWorkspaces stores data in workspaces whose names look like
 // key syntax (braces, colons, length prefixes): none sees another's data.
 func TestAwkwardWorkspaces(t *testing.T) {
@@ -223,6 +230,14 @@ func TestWatchReportsOtherStoresWrites(t *testing.T) {
 		t.Fatal("a watcher of another prefix was told about the change")
 	default:
 	}
+}
+
+// TestCachePropagation: two nodes' caches over one Redis see each other's
+// writes through the change channel.
+func TestCachePropagation(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	prefix := uniquePrefix(t, addr)
+	storetest.RunCachePropagation(t, open(t, addr, prefix, redis.Config{}), open(t, addr, prefix, redis.Config{}), "ws-propagation")
 }
 
 // TestWatchResubscribes drops the subscription's connection (Redis

@@ -38,12 +38,19 @@ type Config struct {
 	Dir string
 	// TablePrefix prefixes table names. Default DefaultTablePrefix.
 	TablePrefix string
+	// MaxOverrides bounds the overrides of one namespace: a new override
+	// past it fails with a *store.LimitError. Default
+	// store.DefaultMaxOverrides.
+	MaxOverrides int
 }
 
 // Validate reports the first invalid field of c.
 func (c Config) Validate() error {
-	if c.Dir == "" {
+	switch {
+	case c.Dir == "":
 		return fmt.Errorf("%w: Dir is empty", ErrInvalidConfig)
+	case c.MaxOverrides < 0:
+		return fmt.Errorf("%w: MaxOverrides is negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -91,7 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// One connection: SQLite has one writer anyway, and the request path
 	// reads the in-memory cache, not the database.
 	db.SetMaxOpenConns(1)
-	s, err := sqlstore.Open(ctx, db, dialect, cfg.TablePrefix)
+	s, err := sqlstore.Open(ctx, db, dialect, cfg.TablePrefix, cfg.MaxOverrides)
 	if err != nil {
 		_ = db.Close()
 		return nil, err

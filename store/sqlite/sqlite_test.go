@@ -28,6 +28,16 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestCap runs the conformance suite's test of the bound on overrides.
+func TestCap(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir(), MaxOverrides: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.RunCap(t, s, "ws-sqlite-cap", 3)
+}
+
 func TestReopenKeepsData(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -58,6 +68,7 @@ func TestConfigValidate(t *testing.T) {
 		bad  bool
 	}{
 		{"empty dir", sqlite.Config{}, true},
+		{"negative overrides", sqlite.Config{Dir: "x", MaxOverrides: -1}, true},
 		{"dir", sqlite.Config{Dir: "x"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,5 +156,140 @@ func Run(t *testing.T, s store.Store, workspace string) {
 
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// RunCap exercises the bound on the overrides of a namespace. s must have
+// been opened with that bound set to maxOverrides (at least 2), and
+// workspace must be unique to this run.
+func RunCap(t *testing.T, s store.Store, workspace string, maxOverrides int) {
+	if maxOverrides < 2 {
+		t.Fatalf("storetest: RunCap needs a bound of at least 2, got %d", maxOverrides)
+	}
+	c := capSuite{s: s, workspace: workspace, max: maxOverrides}
+	t.Run("bound", c.bound)
+	t.Run("racing writers stop at the bound", c.race)
+	t.Run("a namespace of another workspace", func(t *testing.T) {
+		ns := c.ensure(t, "cap-owned")
+		_, err := s.SetOverride(context.Background(), store.Override{Workspace: workspace + "-other", NamespaceID: ns.ID, Identifier: "x", Limit: 1, Duration: time.Second})
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("err %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// capSuite holds what the tests of RunCap share.
+type capSuite struct {
+	s         store.Store
+	workspace string
+	max       int
+}
+
+func (c capSuite) ensure(t *testing.T, name string) store.Namespace {
+	t.Helper()
+	ns, err := c.s.EnsureNamespace(context.Background(), c.workspace, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func (c capSuite) set(ns store.Namespace, identifier string) error {
+	_, err := c.s.SetOverride(context.Background(), store.Override{Workspace: c.workspace, NamespaceID: ns.ID, Identifier: identifier, Limit: 1, Duration: time.Second})
+	return err
+}
+
+// bound fills a namespace and checks what may and may not be written then,
+// and that a refusal is a *store.LimitError naming the bound.
+func (c capSuite) bound(t *testing.T) {
+	full, other := c.ensure(t, "cap-full"), c.ensure(t, "cap-other")
+	for i := range c.max {
+		if err := c.set(full, fmt.Sprintf("id-%d", i)); err != nil {
+			t.Fatalf("override %d of %d: %v", i+1, c.max, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		op   func() error
+		want error
+	}{
+		{"a new override past the bound", func() error { return c.set(full, "one-more") }, store.ErrLimitReached},
+		{"a new pattern past the bound", func() error { return c.set(full, "one-more-*") }, store.ErrLimitReached},
+		{"replacing one at the bound", func() error { return c.set(full, "id-0") }, nil},
+		{"another namespace has its own bound", func() error { return c.set(other, "one-more") }, nil},
+		{"a delete makes room", func() error { return c.s.DeleteOverride(context.Background(), c.workspace, full.ID, "id-1") }, nil},
+		{"then a new one fits", func() error { return c.set(full, "one-more") }, nil},
+		{"and the bound holds again", func() error { return c.set(full, "two-more") }, store.ErrLimitReached},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.op()
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if err == nil {
+				return
+			}
+			var le *store.LimitError
+			if !errors.As(err, &le) || le.Bound != store.BoundOverrides || le.Max != c.max {
+				t.Fatalf("err %v is not a *store.LimitError of %d %s", err, c.max, store.BoundOverrides)
+			}
+			if !strings.Contains(err.Error(), strconv.Itoa(c.max)) {
+				t.Fatalf("err %q does not name the bound %d", err, c.max)
+			}
+		})
+	}
+	if _, err := c.s.Override(context.Background(), c.workspace, full.ID, "two-more"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused override was stored: %v", err)
+	}
+	if n := countOverrides(t, c.s, c.workspace, full.ID); n != c.max {
+		t.Fatalf("the namespace holds %d overrides, want %d", n, c.max)
+	}
+}
+
+// race has 16 writers each try to add max overrides to an empty namespace
+// at once, five times: exactly max succeed, the others are refused.
+func (c capSuite) race(t *testing.T) {
+	for round := range 5 {
+		ns := c.ensure(t, fmt.Sprintf("cap-race-%d", round))
+		const writers = 16
+		var wg sync.WaitGroup
+		errs := make([]error, writers*c.max)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range c.max {
+					errs[w*c.max+i] = c.set(ns, fmt.Sprintf("w%02d-%d", w, i))
+				}
+			})
+		}
+		wg.Wait()
+		stored := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				stored++
+			case !errors.Is(err, store.ErrLimitReached):
+				t.Fatalf("round %d: a racing write failed otherwise: %v", round, err)
+			}
+		}
+		if n := countOverrides(t, c.s, c.workspace, ns.ID); stored != c.max || n != c.max {
+			t.Fatalf("round %d: %d writes succeeded and the namespace holds %d overrides, want %d and %d", round, stored, n, c.max, c.max)
+		}
+	}
+}
+
+// countOverrides counts the overrides of a namespace, page by page.
+func countOverrides(t *testing.T, s store.Store, workspace, namespaceID string) int {
+	t.Helper()
+	n, after := 0, ""
+	for {
+		page, err := s.ListOverrides(context.Background(), workspace, namespaceID, after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page)
+		if len(page) < 100 {
+			return n
+		}
+		after = page[len(page)-1].Identifier
 	}
 }

@@ -2,9 +2,11 @@
 // dialects Sluice supports (SQLite and MySQL/MariaDB). The dialect packages
 // provide the schema and the few statements that differ.
 //
-// Every write runs in one transaction that also increments the single row
+// Every write runs in one transaction that first increments the single row
 // of the {p}version table, so [DB.Version] is a change marker that other
-// nodes can poll cheaply (store/mysql does).
+// nodes can poll cheaply (store/mysql does), and so that writers queue on
+// that row: the bound on the overrides of a namespace, checked inside the
+// transaction, holds however many nodes write at once.
 package sqlstore
 
 import (
@@ -46,23 +48,32 @@ type Dialect struct {
 
 // DB is a store.Store over one *sql.DB.
 type DB struct {
-	db        *sql.DB
-	d         Dialect
-	q         queries
-	closeOnce sync.Once
-	closeErr  error
-	now       func() time.Time
+	db           *sql.DB
+	d            Dialect
+	q            queries
+	maxOverrides int
+	closeOnce    sync.Once
+	closeErr     error
+	now          func() time.Time
 }
 
 type queries struct {
 	insertNS, nsByID, nsByName, allNS          string
 	upsertOverride, override, list, del, allOv string
+	nsOwned, overrideExists, countOverrides    string
 	bump, version                              string
 }
 
-// Open runs the schema on db and returns a store over it. The store owns db:
-// Close closes it.
-func Open(ctx context.Context, db *sql.DB, d Dialect, prefix string) (*DB, error) {
+// Open runs the schema on db and returns a store over it that holds at most
+// maxOverrides overrides per namespace (store.DefaultMaxOverrides if 0).
+// The store owns db: Close closes it.
+func Open(ctx context.Context, db *sql.DB, d Dialect, prefix string, maxOverrides int) (*DB, error) {
+	if maxOverrides < 0 {
+		return nil, fmt.Errorf("%s: the bound on overrides %d is negative", d.Name, maxOverrides)
+	}
+	if maxOverrides == 0 {
+		maxOverrides = store.DefaultMaxOverrides
+	}
 	r := strings.NewReplacer("{p}", prefix)
 	for _, stmt := range strings.Split(r.Replace(d.Schema), ";\n") {
 		if strings.TrimSpace(stmt) == "" {
@@ -84,11 +95,14 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, prefix string) (*DB, error
 		list:           r.Replace("SELECT " + ovCols + " FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier > ? ORDER BY identifier LIMIT ?"),
 		del:            r.Replace("DELETE FROM {p}overrides WHERE workspace = ? AND namespace_id = ? AND identifier = ?"),
 		allOv:          r.Replace("SELECT " + ovCols + " FROM {p}overrides"),
+		nsOwned:        r.Replace("SELECT COUNT(*) FROM {p}namespaces WHERE workspace = ? AND id = ?"),
+		overrideExists: r.Replace("SELECT COUNT(*) FROM {p}overrides WHERE namespace_id = ? AND identifier = ?"),
+		countOverrides: r.Replace("SELECT COUNT(*) FROM {p}overrides WHERE namespace_id = ?"),
 
 		bump:    r.Replace("UPDATE {p}version SET version = version + 1 WHERE id = 1"),
 		version: r.Replace("SELECT version FROM {p}version WHERE id = 1"),
 	}
-	return &DB{db: db, d: d, q: q, now: time.Now}, nil
+	return &DB{db: db, d: d, q: q, maxOverrides: maxOverrides, now: time.Now}, nil
 }
 
 // wrap prefixes err with the dialect and op; connection-class errors also
@@ -206,10 +220,15 @@ func (s *DB) Namespace(ctx context.Context, workspace, idOrName string) (store.N
 	return ns, s.wrap("namespace", err)
 }
 
-// SetOverride implements store.Store.
+// SetOverride implements store.Store: in one transaction, it checks that
+// the namespace is the workspace's and that a new override fits under the
+// bound, then writes.
 func (s *DB) SetOverride(ctx context.Context, o store.Override) (store.Override, error) {
 	now := s.now().UnixMilli()
 	err := s.write(ctx, func(tx *sql.Tx) (bool, error) {
+		if err := s.admitOverride(ctx, tx, o); err != nil {
+			return false, err
+		}
 		_, err := tx.ExecContext(ctx, s.q.upsertOverride, store.NewID(store.OverrideIDPrefix), o.Workspace, o.NamespaceID,
 			o.Identifier, o.Limit, o.Duration.Milliseconds(), now, now)
 		return err == nil, err
@@ -219,6 +238,31 @@ func (s *DB) SetOverride(ctx context.Context, o store.Override) (store.Override,
 	}
 	got, err := s.Override(ctx, o.Workspace, o.NamespaceID, o.Identifier)
 	return got, s.wrap("set override", err)
+}
+
+// admitOverride returns store.ErrNotFound unless o's namespace is its
+// workspace's, and a *store.LimitError if o is a new override of a
+// namespace that already holds maxOverrides. It runs inside the write's
+// transaction, after the version row was incremented: every other writer
+// waits on that row, so the count cannot change before the commit.
+func (s *DB) admitOverride(ctx context.Context, tx *sql.Tx, o store.Override) error {
+	var owned, exists, count int
+	if err := tx.QueryRowContext(ctx, s.q.nsOwned, o.Workspace, o.NamespaceID).Scan(&owned); err != nil {
+		return err
+	}
+	if owned == 0 {
+		return store.ErrNotFound
+	}
+	if err := tx.QueryRowContext(ctx, s.q.overrideExists, o.NamespaceID, o.Identifier).Scan(&exists); err != nil || exists > 0 {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, s.q.countOverrides, o.NamespaceID).Scan(&count); err != nil {
+		return err
+	}
+	if count >= s.maxOverrides {
+		return &store.LimitError{Bound: store.BoundOverrides, Max: s.maxOverrides}
+	}
+	return nil
 }
 
 // Override implements store.Store.

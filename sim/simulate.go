@@ -1,0 +1,476 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	globalmemory "github.com/sluicehq/sluice/global/memory"
+	originmemory "github.com/sluicehq/sluice/origin/memory"
+)
+
+// simulate runs the deployment of s (defaults applied, valid) on the
+// requests next returns, in ascending time from start (a window boundary),
+// against the exact model, and returns the figures. Seed drives the lossy
+// calls. The caller fills in the band.
+func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() (event, bool, error)) (Result, error) {
+	if s.OriginMargin == 0 {
+		s.OriginMargin = sluice.DefaultOriginMargin
+	}
+	r, err := deploy(s, seed, start, ids)
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.close()
+	ctx := context.Background()
+	r.warmUp(ctx)
+	if err := r.drive(ctx, next); err != nil {
+		return Result{}, err
+	}
+	return r.result(), nil
+}
+
+// run is one simulation under way: the deployment of a scenario, every
+// node a real limiter on one virtual clock; the schedule of what happens
+// to it besides the requests; and the tally of the decisions.
+type run struct {
+	s     Scenario // defaults applied
+	seed  uint64
+	start int64 // Unix ms, the first window's start
+	ids   []identity
+
+	clock   *vclock
+	never   chan time.Time // nothing is ever sent: the run drives replay and rounds
+	nodes   []*node        // region 0's first
+	store   *faultyGlobal  // the global store the regions share; nil with one region
+	latency *latency       // of each replay call
+	lb      rerouter       // sends a lost node's requests to a live node
+
+	// What the calls to the origins (per region), to the global store and
+	// between the nodes of a cluster counted.
+	origins []originCounts
+	global  globalCounts
+	rpcs    atomic.Int64
+
+	// What comes next besides the requests, in Unix ms.
+	changes    []change // of nodes, in time order
+	nextReplay int64
+	nextGlobal int64
+	rounds     int // global rounds so far: each starts one node later
+
+	tally tally
+}
+
+// deploy starts the deployment of s for a run from start: the global store
+// if there are several regions, then region after region its origin (a
+// memory store, or the cluster origin on each node) and its nodes, with
+// the faults of s scheduled. The virtual clock reads start. On an error,
+// the nodes started so far are closed.
+func deploy(s Scenario, seed uint64, start int64, ids []identity) (*run, error) {
+	r := &run{
+		s: s, seed: seed, start: start, ids: ids,
+		clock:   &vclock{},
+		never:   make(chan time.Time),
+		nodes:   make([]*node, 0, s.Regions*s.Nodes),
+		latency: newLatency(s, seed),
+		lb:      rerouter{rng: rand.New(rand.NewPCG(seed, 0x4e7a11))},
+		origins: make([]originCounts, s.Regions),
+		changes: scheduleChanges(s, start),
+		tally:   newTally(s, start, len(ids)),
+
+		nextReplay: start, nextGlobal: start,
+	}
+	r.clock.set(start)
+	originDown, globalDown := scheduleOutages(s, start)
+	if s.Regions > 1 {
+		r.store = &faultyGlobal{Store: globalmemory.New(), clock: r.clock, down: globalDown, n: &r.global,
+			latency: s.GlobalLatency.Milliseconds(),
+			loss:    newLossy(s.GlobalLoss, seed, 0x910ba1)}
+	}
+	for i := range s.Regions {
+		if err := r.startRegion(i, originDown[i]); err != nil {
+			closeAll(r.nodes)
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// startRegion starts the nodes of region i, on an origin down during down
+// and losing the scenario's share of the calls, and in cluster mode makes
+// them the members of one ring.
+func (r *run) startRegion(i int, down outages) error {
+	var store *originmemory.Store
+	var cr *clusterRegion
+	if r.s.Origin == OriginCluster {
+		cr = &clusterRegion{net: newPeerNet(), clock: r.clock, never: r.never, rpcs: &r.rpcs}
+	} else {
+		store = originmemory.New(r.clock.now)
+	}
+	loss := newLossy(r.s.OriginLoss, r.seed, 0x0121a1+uint64(i))
+	for range r.s.Nodes {
+		n := &node{region: i, alive: true, id: fmt.Sprintf("node-%d", len(r.nodes)), cluster: cr}
+		if r.s.ReplayLatency > 0 {
+			n.gate = newGate()
+		}
+		n.fo = &faultyOrigin{clock: r.clock, down: down, n: &r.origins[i], loss: loss, gate: n.gate}
+		if store != nil {
+			n.fo.Origin = store
+		}
+		n.cfg = r.nodeConfig(i, n.fo)
+		if err := n.start(); err != nil {
+			return err
+		}
+		r.nodes = append(r.nodes, n)
+	}
+	setMembers(r.region(i))
+	return nil
+}
+
+// nodeConfig returns the configuration of a node of region i on origin o:
+// every clock is the virtual one, no timer ticks on its own (the run
+// drives replay and global rounds) and no wall-clock deadline decides.
+func (r *run) nodeConfig(i int, o *faultyOrigin) sluice.Config {
+	cfg := sluice.Config{
+		Region:          fmt.Sprintf("region-%d", i),
+		Origin:          o,
+		Clock:           r.clock.now,
+		ReplayTicks:     r.never,
+		ReplayInterval:  r.s.ReplayInterval,
+		OriginMargin:    r.s.OriginMargin,
+		OriginTimeout:   time.Minute, // the memory origin answers at once; no wall-clock deadline may decide
+		ReplayTimeout:   time.Minute,
+		FlushTimeout:    10 * time.Millisecond,
+		JanitorInterval: 24 * time.Hour, // no sweep on a wall-clock timer during a run
+	}
+	if r.store != nil {
+		cfg.Global = r.store
+		cfg.GlobalTicks = r.never
+		cfg.GlobalInterval = r.s.GlobalInterval
+		cfg.GlobalTimeout = time.Minute
+	}
+	return cfg
+}
+
+// region returns the nodes of region i.
+func (r *run) region(i int) []*node { return r.nodes[i*r.s.Nodes : (i+1)*r.s.Nodes] }
+
+// warmUp runs two global rounds before the first window if there are
+// several regions, so that the deployment is running already: every region
+// has announced itself and learnt how many regions there are.
+func (r *run) warmUp(ctx context.Context) {
+	if r.store == nil {
+		return
+	}
+	gi := r.s.GlobalInterval.Milliseconds()
+	r.globalRound(ctx, r.start-2*gi)
+	r.globalRound(ctx, r.start-gi)
+}
+
+// close lands the replays still in flight and closes every node, which
+// replays what it holds. It runs after the figures are taken: none of
+// these calls counts.
+func (r *run) close() {
+	for _, n := range r.nodes {
+		n.settle(r.clock.milli())
+	}
+	closeAll(r.nodes)
+}
+
+// drive is the event loop: it takes the requests next returns one by one
+// and, before each, runs what falls due up to its instant, then serves it.
+// It stops at the end of the requests or at the first error.
+func (r *run) drive(ctx context.Context, next func() (event, bool, error)) error {
+	for {
+		ev, ok, err := next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if err := r.advance(ctx, ev.ms); err != nil {
+			return err
+		}
+		if err := r.serve(ctx, ev); err != nil {
+			return err
+		}
+	}
+}
+
+// advance runs, in time order, every event other than a request that falls
+// due up to Unix ms to, setting the clock to each: a replay call landing, a
+// change of a node, a replay round, a global round. Of events due at the
+// same instant, one of an earlier kind in this list runs first.
+func (r *run) advance(ctx context.Context, to int64) error {
+	for {
+		at, lands := r.nextDue()
+		if at > to {
+			return nil
+		}
+		r.clock.set(at)
+		switch {
+		case lands != nil && lands.due == at:
+			lands.land(at, r.latency)
+		case len(r.changes) > 0 && r.changes[0].at == at:
+			c := r.changes[0]
+			r.changes = r.changes[1:]
+			if err := c.apply(r.nodes, r.s.Nodes); err != nil {
+				return err
+			}
+		case at == r.nextReplay:
+			r.replayRound(at)
+			r.nextReplay += r.s.ReplayInterval.Milliseconds()
+		default:
+			r.globalRound(ctx, at)
+			r.nextGlobal += r.s.GlobalInterval.Milliseconds()
+		}
+	}
+}
+
+// nextDue returns when the next event other than a request falls due, and
+// the node whose replay call lands first (the lowest index among equals),
+// or nil if none is in flight.
+func (r *run) nextDue() (int64, *node) {
+	at := r.nextReplay
+	if r.store != nil {
+		at = min(at, r.nextGlobal)
+	}
+	if len(r.changes) > 0 {
+		at = min(at, r.changes[0].at)
+	}
+	var lands *node
+	for _, n := range r.nodes {
+		if n.inFlight && (lands == nil || n.due < lands.due) {
+			lands = n
+		}
+	}
+	if lands != nil {
+		at = min(at, lands.due)
+	}
+	return at, lands
+}
+
+// replayRound starts a replay round on every live node at Unix ms at (with
+// a replay latency, its call lands later), then runs a re-homing pass in
+// every region (cluster mode).
+func (r *run) replayRound(at int64) {
+	for _, n := range r.nodes {
+		if n.alive {
+			n.flush(at, r.latency)
+		}
+	}
+	for i := range r.s.Regions {
+		rehome(r.region(i))
+	}
+}
+
+// globalRound runs a global round on every live node at Unix ms at. Rounds
+// run node after node, starting one node later each round: in a fixed
+// order the last region to round would always see the others' fresh
+// counts and the first never would (real rounds are jittered). A failed
+// round is part of the scenario.
+func (r *run) globalRound(ctx context.Context, at int64) {
+	r.clock.set(at)
+	for i := range r.nodes {
+		if n := r.nodes[(r.rounds+i)%len(r.nodes)]; n.alive {
+			_ = n.l.SyncGlobal(ctx)
+		}
+	}
+	r.rounds++
+}
+
+// serve sets the clock to the request ev and has it decided by its node
+// (or, that node lost, a live node of its region) and by the model, and
+// tallies both decisions.
+func (r *run) serve(ctx context.Context, ev event) error {
+	r.clock.set(ev.ms)
+	i := r.lb.live(r.nodes, ev.node, r.s.Nodes)
+	n := r.nodes[i]
+	id := r.ids[ev.id]
+	res, err := n.l.Ratelimit(ctx, sluice.Request{
+		Namespace: id.namespace, Identifier: id.identifier,
+		Limit: r.s.Limit, Duration: r.s.Window, Cost: ev.cost, Time: time.UnixMilli(ev.ms),
+	})
+	if err != nil {
+		return fmt.Errorf("sim: %s: request at %d ms: %w", r.s.Name, ev.ms-r.start, err)
+	}
+	series := i // one series per node with one region, per region otherwise
+	if r.s.Regions > 1 {
+		series = n.region
+	}
+	r.tally.record(ev, res.Success, series, n.region)
+	return nil
+}
+
+// tally counts what the requests of a run got from the deployment and
+// from the exact model, per identity and per fixed window.
+type tally struct {
+	start, d  int64 // Unix ms of the first window's start; the window in ms
+	limit     int64
+	model     *model
+	perID     []identityTally
+	series    [][]int64 // admitted per window by each node (one region) or region
+	refSeries []int64   // admitted per window by the model
+	denials   *denialClock
+	requests  int64
+}
+
+// identityTally is what the requests of one identity got.
+type identityTally struct {
+	admitted, reference []int64 // per window
+	got, refGot         []admission
+}
+
+// newTally returns an empty tally for a run of s from start with ids
+// identities.
+func newTally(s Scenario, start int64, ids int) tally {
+	d := s.Window.Milliseconds()
+	t := tally{
+		start: start, d: d, limit: s.Limit, model: newModel(d),
+		perID:     make([]identityTally, ids),
+		series:    make([][]int64, len(seriesNames(s))),
+		refSeries: make([]int64, s.Windows),
+		denials:   newDenialClock(s.Regions),
+	}
+	for i := range t.series {
+		t.series[i] = make([]int64, s.Windows)
+	}
+	for i := range t.perID {
+		t.perID[i] = identityTally{admitted: make([]int64, s.Windows), reference: make([]int64, s.Windows)}
+	}
+	return t
+}
+
+// record counts the request ev, which the deployment admitted or denied
+// (on a node of region, whose admissions go to series), and has the model
+// decide it.
+func (t *tally) record(ev event, admitted bool, series, region int) {
+	t.requests++
+	w := (ev.ms - t.start) / t.d
+	it := &t.perID[ev.id]
+	if admitted {
+		it.admitted[w] += ev.cost
+		it.got = append(it.got, admission{ev.ms, ev.cost})
+		t.series[series][w] += ev.cost
+	} else {
+		t.denials.denied(ev.id, w, region, ev.ms)
+	}
+	if t.model.admit(ev.id, ev.ms, t.limit, ev.cost) {
+		it.reference[w] += ev.cost
+		it.refGot = append(it.refGot, admission{ev.ms, ev.cost})
+		t.refSeries[w] += ev.cost
+	}
+}
+
+// result returns the figures of the run. It reads the stores' counters as
+// they stand after the last request: what the nodes replay as they close
+// is not part of the run.
+func (r *run) result() Result {
+	res := r.settings()
+	r.tally.compare(&res, r.ids)
+	r.countCalls(&res)
+	for i, name := range seriesNames(r.s) {
+		res.Series = append(res.Series, Series{Name: name, Admitted: r.tally.series[i]})
+	}
+	if r.s.Regions > 1 {
+		res.DenialSpread = r.tally.denials.spread()
+	}
+	for _, f := range r.s.Faults {
+		res.Faults = append(res.Faults, f.span())
+	}
+	return res
+}
+
+// settings returns a Result holding what was run: the scenario's settings,
+// the seed, and how many requests there were with the model's admissions
+// per window; in band until the caller says otherwise.
+func (r *run) settings() Result {
+	s := r.s
+	res := Result{
+		Scenario: s.Name, Description: s.Description,
+		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: fmtDuration(s.Window), Windows: s.Windows,
+		Load: s.Load, Identifiers: len(r.ids), Traffic: s.Traffic,
+		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
+		Requests: r.tally.requests, ReferenceSeries: r.tally.refSeries, InBand: true, Seed: r.seed,
+		OriginLoss: s.OriginLoss, GlobalLoss: s.GlobalLoss,
+	}
+	res.Origin.Kind = s.Origin
+	if s.Origin == OriginCluster {
+		res.FailureDetection = fmtDuration(s.FailureDetection)
+	}
+	if s.ReplayLatency > 0 {
+		res.ReplayLatency = fmtDuration(s.ReplayLatency)
+	}
+	if s.ReplayJitter > 0 {
+		res.ReplayJitter = fmtDuration(s.ReplayJitter)
+	}
+	if s.Regions > 1 {
+		res.GlobalInterval = fmtDuration(s.GlobalInterval)
+	}
+	if s.GlobalLatency > 0 {
+		res.GlobalLatency = fmtDuration(s.GlobalLatency)
+	}
+	return res
+}
+
+// compare fills in the figures of res that compare the deployment with the
+// model: each identity's (ids, in the tally's order), their totals, the
+// over- and under-admission and the worst spans.
+func (t *tally) compare(res *Result, ids []identity) {
+	var over, under, worst, refWorst int64
+	for i, it := range t.perID {
+		idn := Identity{Identifier: ids[i].identifier}
+		if ids[i].namespace != "sim" {
+			idn.Namespace = ids[i].namespace
+		}
+		for w, a := range it.admitted {
+			ref := it.reference[w]
+			idn.Admitted += a
+			idn.Reference += ref
+			over += max(0, a-ref)
+			under += max(0, ref-a)
+		}
+		b := busiest(it.got, t.d)
+		idn.WorstSpan = ratio(b, t.limit)
+		if b > worst {
+			worst, res.WorstIdentifier = b, idn.Identifier
+		}
+		refWorst = max(refWorst, busiest(it.refGot, t.d))
+		res.Admitted += idn.Admitted
+		res.Reference += idn.Reference
+		res.Identities = append(res.Identities, idn)
+	}
+	res.DeltaPct = pct(res.Admitted-res.Reference, res.Reference)
+	res.OverPct = pct(over, res.Reference)
+	res.UnderPct = pct(under, res.Reference)
+	res.WorstSpan = ratio(worst, t.limit)
+	res.ReferenceWorstSpan = ratio(refWorst, t.limit)
+}
+
+// countCalls fills in the calls the nodes made to their origins, to each
+// other (cluster mode) and to the global store, each also per request.
+func (r *run) countCalls(res *Result) {
+	requests := r.tally.requests
+	for i := range r.origins {
+		c := &r.origins[i]
+		res.Origin.Loads += c.loads.Load()
+		res.Origin.Applies += c.applies.Load()
+		res.Origin.Decides += c.decides.Load()
+		res.Origin.Failed += c.failed.Load()
+	}
+	res.Origin.PerRequest = ratio(res.Origin.Loads+res.Origin.Applies+res.Origin.Decides, requests)
+	if r.s.Origin == OriginCluster {
+		res.Origin.RPCs = r.rpcs.Load()
+		res.Origin.RPCsPerRequest = ratio(res.Origin.RPCs, requests)
+	}
+	g := &r.global
+	res.Global = GlobalOps{
+		Calls: g.calls.Load(), Failed: g.failed.Load(),
+		PublishedRows: g.published.Load(), DenialRows: g.denials.Load(),
+	}
+	res.Global.RowsPerRequest = ratio(res.Global.PublishedRows+res.Global.DenialRows, requests)
+}

@@ -1,0 +1,229 @@
+package store
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// refLookup is the override a linear scan picks: every override is matched
+// with a textbook glob, and the most specific match wins (MoreSpecific).
+// It is the behaviour the index must keep.
+func refLookup(os map[string]Override, id string) (Override, bool) {
+	var best Override
+	found := false
+	for _, o := range os {
+		if refGlob(o.Identifier, id) && (!found || MoreSpecific(o.Identifier, best.Identifier)) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+// refGlob matches '*' globs by recursion: obviously right, exponential.
+func refGlob(p, s string) bool {
+	if p == "" {
+		return s == ""
+	}
+	if p[0] == '*' {
+		for i := 0; i <= len(s); i++ {
+			if refGlob(p[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return s != "" && p[0] == s[0] && refGlob(p[1:], s[1:])
+}
+
+// TestIndexAgainstReference applies random sets and deletes to an index,
+// copy on write, and checks after each that lookups agree with a linear
+// scan, that an index rebuilt from scratch agrees too, and that the
+// snapshot comparison (sameAs) holds for equal contents only.
+func TestIndexAgainstReference(t *testing.T) {
+	pattern := rapid.StringOfN(rapid.SampledFrom([]rune("ab*")), 1, 7, -1)
+	ident := rapid.StringOfN(rapid.SampledFrom([]rune("ab")), 0, 9, -1)
+	rapid.Check(t, func(t *rapid.T) {
+		var ix *overrideIndex
+		ref := map[string]Override{}
+		for step := range rapid.IntRange(1, 40).Draw(t, "steps") {
+			p := pattern.Draw(t, "pattern")
+			before, changed := ix, true
+			if rapid.Bool().Draw(t, "delete") {
+				next, ok := ix.without(p)
+				_, had := ref[p]
+				if ok != had {
+					t.Fatalf("step %d: without(%q) reported %v, want %v", step, p, ok, had)
+				}
+				ix, changed = next, had
+				delete(ref, p)
+			} else {
+				o := Override{ID: fmt.Sprintf("rlor_%d", step), Workspace: "ws", NamespaceID: "ns", Identifier: p, Limit: int64(step), Duration: time.Second}
+				ix = ix.with(o)
+				ref[p] = o
+			}
+			var all []Override
+			for _, o := range ref {
+				all = append(all, o)
+			}
+			if !ix.sameAs(all) || ix.len() != len(ref) {
+				t.Fatalf("step %d: the index (%d) does not equal its contents (%d)", step, ix.len(), len(ref))
+			}
+			if changed && before.sameAs(all) {
+				t.Fatalf("step %d: the index before the change equals the contents after it", step)
+			}
+			rebuilt := newOverrideIndex(all)
+			for range 8 {
+				id := ident.Draw(t, "identifier")
+				want, wok := refLookup(ref, id)
+				for name, x := range map[string]*overrideIndex{"updated": ix, "rebuilt": rebuilt} {
+					got, gok := x.lookup(id)
+					if gok != wok || got.ID != want.ID {
+						t.Fatalf("step %d: %s index: lookup(%q) = %q (%v), want %q (%v)", step, name, id, got.Identifier, gok, want.Identifier, wok)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestIndexPrecedence checks, through the index, the documented order of
+// precedence across patterns that land in different prefix and suffix
+// groups.
+func TestIndexPrecedence(t *testing.T) {
+	patterns := []string{"*", "user_*", "user_1", "*_1", "user_1*", "*er_1*", "u*1", "us*r*_1", "user_**", "*_12", "a*c", "ab*"}
+	var os []Override
+	for _, p := range patterns {
+		os = append(os, Override{ID: p, Identifier: p})
+	}
+	ix := newOverrideIndex(os)
+	for _, tc := range []struct{ name, id, want string }{
+		{"exact beats every pattern", "user_1", "user_1"},
+		{"more literal bytes win", "user_12", "user_1*"},
+		{"fewer stars on equal literal bytes", "user_21", "user_*"},
+		{"a pattern with two stars", "usXr_1", "us*r*_1"},
+		{"suffix", "bob_1", "*_1"},
+		{"prefix and suffix that meet", "u1", "u*1"},
+		{"infix", "wher_1x", "*er_1*"},
+		{"the star matches nothing", "user_", "user_*"},
+		{"bytewise smaller on a tie", "abc", "a*c"},
+		{"catch-all", "zzz", "*"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := map[string]Override{}
+			for _, o := range os {
+				ref[o.Identifier] = o
+			}
+			if want, _ := refLookup(ref, tc.id); want.ID != tc.want {
+				t.Fatalf("the reference picks %q: the case is wrong", want.ID)
+			}
+			if got, ok := ix.lookup(tc.id); !ok || got.ID != tc.want {
+				t.Fatalf("lookup(%q) = %q, want %q", tc.id, got.ID, tc.want)
+			}
+		})
+	}
+}
+
+// TestSignature checks the necessary condition a pattern's middle must
+// meet before it is matched: its bytes and byte pairs, taken run by run,
+// occur in the identifier.
+func TestSignature(t *testing.T) {
+	for _, tc := range []struct {
+		name, middle, id string
+		want             bool
+	}{
+		{"same text", "abc", "abc", true},
+		{"pairs of the identifier", "abab", "xaby bab", true},
+		{"a byte it lacks", "abz", "abc", false},
+		{"pairs across a star are not required", "a*b", "ba", true},
+		{"a pair it lacks", "ab", "ba", false},
+		{"empty runs", "**", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s signature
+			s.addRuns(tc.middle)
+			var id idSignature
+			if got := s.within(id.of(tc.id)); got != tc.want {
+				t.Fatalf("within = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIndexLookupSkipsWhatCannotMatch counts the wildcards a lookup
+// matches fully: of 10,000 whose literal prefix or suffix the identifier
+// lacks, or whose middle has a byte pair it lacks, none is.
+func TestIndexLookupSkipsWhatCannotMatch(t *testing.T) {
+	a := strings.Repeat("a", 250)
+	for _, tc := range []struct {
+		name    string
+		pattern func(i int) string
+	}{
+		{"suffix", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) }},
+		{"prefix", func(i int) string { return a + fmt.Sprintf("b%05d", i) + "*" }},
+		{"infix", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) + "*" }},
+		{"ends", func(i int) string { return "a*" + a + fmt.Sprintf("b%05d", i) + "*a" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var os []Override
+			for i := range 10_000 {
+				os = append(os, Override{Identifier: tc.pattern(i)})
+			}
+			ix := newOverrideIndex(os)
+			matched := 0
+			testHookFullMatch = func() { matched++ }
+			defer func() { testHookFullMatch = func() {} }()
+			if _, ok := ix.lookup(strings.Repeat("a", 512)); ok {
+				t.Fatal("an override matched")
+			}
+			if matched != 0 {
+				t.Fatalf("%d wildcards were matched fully", matched)
+			}
+		})
+	}
+}
+
+func TestKeyLens(t *testing.T) {
+	got := keyLens(map[string]int{"": 0, "ab": 1, "cd": 2, "e": 3})
+	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i] > got[j] }) || fmt.Sprint(got) != "[2 1 0]" {
+		t.Fatalf("keyLens = %v", got)
+	}
+}
+
+// BenchmarkIndexLookup measures one lookup in a namespace of 10,000
+// overrides: an exact hit among exact identifiers, a hit among prefix
+// patterns, and a miss among each adversarial shape of wildcards:
+//
+//	go test -run '^$' -bench IndexLookup ./store
+func BenchmarkIndexLookup(b *testing.B) {
+	a := strings.Repeat("a", 250)
+	for _, tc := range []struct {
+		name    string
+		pattern func(i int) string
+		id      string
+	}{
+		{"exact-hit", func(i int) string { return fmt.Sprintf("user_%05d", i) }, "user_04242"},
+		{"prefix-hit", func(i int) string { return fmt.Sprintf("user_%05d*", i) }, "user_04242_x"},
+		{"suffix-miss", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) }, strings.Repeat("a", 512)},
+		{"infix-miss", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) + "*" }, strings.Repeat("a", 512)},
+		{"runs-miss", func(i int) string {
+			return "a*" + strings.Repeat("a", 256+i%200) + "b" + strings.Repeat("a", 1+i/200) + "*a"
+		}, strings.Repeat("a", 256) + "b" + strings.Repeat("a", 255)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var os []Override
+			for i := range 10_000 {
+				os = append(os, Override{Identifier: tc.pattern(i)})
+			}
+			ix := newOverrideIndex(os)
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.lookup(tc.id)
+			}
+		})
+	}
+}
