@@ -56,7 +56,7 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 			// The batch is decided locally, all-or-nothing; in strict mode
 			// or near the limit it first reads the origin, once for
 			// concurrent callers.
-			l.sharedRead(w.ctx(), q, ReadStrict, cur)
+			l.sharedRead(w.ctx(), q, readStrict, cur)
 			pk := q.previous()
 			prev = l.cells.load(q.hash, &pk)
 		}

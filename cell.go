@@ -71,6 +71,7 @@ const (
 	flagWriting                       // a replay of this cell is in flight
 	flagInDoubt                       // a write of this cell failed: the origin may or may not hold it
 	flagRecent                        // used since the last sweep
+	flagReused                        // used again after the use that created it (never cleared)
 	flagUnsure     = flagDeciding | flagWriting | flagInDoubt
 )
 
@@ -237,12 +238,13 @@ func (c *cell) raiseStrict(until int64) {
 	}
 }
 
-// touch marks the cell as used, for the eviction pass (flagTouched) and the
-// sweep (flagRecent). For eviction, the use that follows its creation does
-// not count, so identities seen once go before those in use. It writes only
-// when a mark is not set, so a hot cell costs one load.
+// touch marks the cell as used, for the eviction pass (flagTouched and
+// flagReused) and the sweep (flagRecent). For eviction, the use that
+// follows its creation does not count, so identities seen once go before
+// those in use. It writes only when a mark is not set, so a hot cell costs
+// one load.
 func (c *cell) touch() {
-	const used = flagTouched | flagRecent
+	const used = flagTouched | flagRecent | flagReused
 	if f := c.flags.Load(); f&used != used {
 		if f&flagFresh != 0 {
 			c.flags.And(^flagFresh)

@@ -10,28 +10,29 @@ import (
 	"github.com/sluicehq/sluice/origin"
 )
 
-// Defaults applied by [New] to the zero fields of a [Config].
+// The defaults [New] gives the zero fields of a [Config] and a
+// [GlobalConfig]; each field's doc comment states its own.
 const (
-	DefaultRegion          = "local"
-	DefaultOriginTimeout   = 250 * time.Millisecond
-	DefaultOriginBackoff   = time.Second
-	DefaultOriginMargin    = 0.2
-	DefaultRefreshAfter    = 5 * time.Second
-	DefaultReplayWorkers   = 8
-	DefaultReplayBatch     = 256
-	DefaultReplayInterval  = 25 * time.Millisecond
-	DefaultReplayTimeout   = time.Second
-	DefaultJanitorInterval = 10 * time.Second
-	DefaultFlushTimeout    = 5 * time.Second
-	DefaultMaxCounters     = 5_000_000
+	defaultRegion          = "local"
+	defaultOriginTimeout   = 250 * time.Millisecond
+	defaultOriginBackoff   = time.Second
+	defaultOriginMargin    = 0.2
+	defaultRefreshAfter    = 5 * time.Second
+	defaultReplayWorkers   = 8
+	defaultReplayBatch     = 256
+	defaultReplayInterval  = 25 * time.Millisecond
+	defaultReplayTimeout   = time.Second
+	defaultJanitorInterval = 10 * time.Second
+	defaultFlushTimeout    = 5 * time.Second
+	defaultMaxCounters     = 5_000_000
 
-	DefaultGlobalInterval  = 5 * time.Second
-	DefaultGlobalTimeout   = 5 * time.Second
-	DefaultDenialMinWindow = time.Minute
-	DefaultDenialMinUsage  = 0.5
-	DefaultDenialBatch     = 100
-	DefaultDenialFlush     = time.Second
-	DefaultCleanupEvery    = 12
+	defaultGlobalInterval  = 5 * time.Second
+	defaultGlobalTimeout   = 5 * time.Second
+	defaultDenialMinWindow = time.Minute
+	defaultDenialMinUsage  = 0.5
+	defaultDenialBatch     = 100
+	defaultDenialFlush     = time.Second
+	defaultCleanupEvery    = 12
 )
 
 // ErrInvalidConfig is returned, wrapped with the reason, by [Config.Validate]
@@ -46,21 +47,25 @@ type Config struct {
 	Region string
 
 	// Origin is the regional store that converges the nodes of a region
-	// (origin/redis, origin/memory, or your own). Nil means this limiter is
-	// its own origin: decisions are exact for one process and nothing is
-	// replayed.
+	// (origin/redis, origin/cluster, origin/memory, or your own). Nil means
+	// this limiter is its own origin: decisions are exact for one process
+	// and nothing is replayed.
 	Origin origin.Origin
+
+	// Global is the layer through which regions converge. Nil means one
+	// region: no global layer.
+	Global *GlobalConfig
 
 	// Clock is the time used for requests without a Time and for
 	// housekeeping. Default: the wall clock, read for requests as one
-	// monotonic clock read against a wall-clock base taken every second
-	// (half the cost of time.Now), and as time.Now elsewhere.
+	// monotonic clock read against a wall-clock base taken every second,
+	// and as time.Now elsewhere.
 	Clock func() time.Time
 
 	// Logger receives the limiter's logs. Default: discard.
 	Logger *slog.Logger
 
-	// Observer receives internal measurements (origin reads, replay, cells).
+	// Observer receives the limiter's internal measurements, for metrics.
 	// Default: none.
 	Observer Observer
 
@@ -70,7 +75,7 @@ type Config struct {
 	OriginTimeout time.Duration
 
 	// OriginBackoff is how long a counter's strict-mode requests are
-	// decided locally after an origin decision failed, so that a hanging
+	// decided locally after an origin call failed, so that a hanging
 	// origin costs each counter at most one OriginTimeout per
 	// OriginBackoff. Default 1s.
 	OriginBackoff time.Duration
@@ -80,11 +85,10 @@ type Config struct {
 	// limit is decided by the origin in one atomic step, as in strict mode,
 	// because the local view may not have seen the other nodes' latest
 	// admissions yet. It costs at most one origin call per admission in
-	// that last share of each window (denials stay local). Default 0.2: at
-	// 10× the limit over three nodes, 0.1 still let the first window of an
-	// identity pass 1.04–1.06 × its limit, 0.2 measured 1.02–1.04 × for
-	// 2–6% more origin calls. A negative value turns it off (only strict
-	// mode asks the origin).
+	// that last share of each window (denials stay local); a larger margin
+	// trades origin calls for accuracy across nodes (docs/benchmarks.md
+	// measures both). A negative value turns it off (only strict mode asks
+	// the origin). Default 0.2.
 	OriginMargin float64
 
 	// RefreshAfter is how old a warm counter's last origin read may get
@@ -103,24 +107,13 @@ type Config struct {
 	// ReplayInterval is the pause between two drains of the replay queue:
 	// increments to one cell within it coalesce into one origin write. It
 	// also paces retries while the origin fails. Shorter converges nodes
-	// sooner; longer costs the origin fewer writes. Default 25ms (about 0.04
-	// Redis commands per accepted request for a hot key at 2,000 requests/s;
-	// see docs/benchmarks.md).
+	// sooner; longer costs the origin fewer writes. Default 25ms.
 	ReplayInterval time.Duration
-
-	// ReplayTicks, if set, replaces the ReplayInterval timer: the replay
-	// loop runs one round per value received, and never on its own. A
-	// simulation in virtual time drives replay with it, or with Flush.
-	ReplayTicks <-chan time.Time
 
 	// ReplayTimeout bounds one replay call to the origin. A failed replay
 	// is sent again with backoff; a write carries the cell's whole count,
 	// so one that landed is not counted twice. Default 1s.
 	ReplayTimeout time.Duration
-
-	// JanitorInterval is the period of the sweep that evicts cells older
-	// than the previous window. Default 10s.
-	JanitorInterval time.Duration
 
 	// FlushTimeout bounds the final replay in Close, every call of it
 	// together. Default 5s.
@@ -133,7 +126,7 @@ type Config struct {
 	// sparing cells in strict mode or with increments not replayed yet
 	// while others can go. An evicted counter is read again from the origin
 	// on its next decision (without an origin, it starts again from zero).
-	// Default 5,000,000 (about 1.1 GB of heap).
+	// docs/benchmarks.md gives the heap per cell. Default 5,000,000.
 	MaxCounters int
 
 	// MaxCountersPerWorkspace, if set, caps the cells one tenant (a
@@ -146,42 +139,32 @@ type Config struct {
 	// Default 0 (the fair share).
 	MaxCountersPerWorkspace int
 
-	// Global is the store through which regions converge (global/mysql,
-	// global/memory, or your own). Nil means one region: no global layer.
-	// The limiter never calls it on the request path.
-	Global global.Store
+	// JanitorInterval is the period of the sweep that evicts cells older
+	// than the previous window. Default 10s.
+	JanitorInterval time.Duration
+}
 
-	// GlobalInterval paces the global layer's rounds: publish, pull and
-	// denial sync. Each wait is the interval ±20%, so nodes do not write in
-	// step. Default 5s.
-	GlobalInterval time.Duration
+// GlobalConfig configures the global layer, through which the regions of a
+// deployment converge: each node publishes its region's counts of busy
+// counters and pulls the other regions', and propagates denials of abusive
+// counters. The limiter never calls the store on the request path.
+type GlobalConfig struct {
+	// Store holds what the regions share (global/mysql, global/memory, or
+	// your own). Required.
+	Store global.Store
 
-	// GlobalTicks, if set, replaces the GlobalInterval timer: the loop runs
-	// one round per value received, and writes denials in rounds only (not
-	// every DenialFlush). A test or a simulation drives the global layer
-	// with it (or calls SyncGlobal and sends nothing).
-	GlobalTicks <-chan time.Time
+	// Interval paces the rounds: publish, pull and denial sync. Each wait
+	// is the interval ±20%, so nodes do not write in step. Default 5s.
+	Interval time.Duration
 
-	// GlobalTimeout bounds one round's calls to the global store. Default 5s.
-	GlobalTimeout time.Duration
+	// Timeout bounds one round's calls to the store. Default 5s.
+	Timeout time.Duration
 
-	// GlobalObserver receives a report per round. Default: none.
-	GlobalObserver GlobalObserver
-
-	// DisableGlobalCounters turns off the global counters (publish and
-	// pull of per-region counts); DisableDenialPropagation turns off
-	// denial propagation. Both mechanisms are on by default with Global.
-	DisableGlobalCounters    bool
-	DisableDenialPropagation bool
-
-	// GlobalPublishShare, if set (0 < share <= 1), replaces the publication
-	// rule of the global counters by a fixed share of the limit: a cell is
-	// published once its count reaches share × limit. A fixed share leaves
-	// a free zone (traffic spread evenly over R regions passes up to
-	// R × share × limit unseen); it exists to compare with. Default 0: a
-	// cell is published once its count reaches limit/(2R), R the number of
-	// regions present, or once another region has published it.
-	GlobalPublishShare float64
+	// DisableCounters turns off the global counters (publish and pull of
+	// per-region counts); DisableDenials turns off denial propagation.
+	// Both are on by default.
+	DisableCounters bool
+	DisableDenials  bool
 
 	// DenialMinWindow is the shortest window whose denials are propagated:
 	// shorter windows end before the other regions would see the row.
@@ -201,16 +184,17 @@ type Config struct {
 	// Default 1s.
 	DenialFlush time.Duration
 
-	// CleanupEvery is the number of global rounds between two cleanups of
-	// expired rows (one node at a time does the work). Default 12 (a
-	// minute at the default interval).
+	// CleanupEvery is the number of rounds between two cleanups of expired
+	// rows (one node at a time does the work). Default 12 (a minute at the
+	// default interval).
 	CleanupEvery int
 }
 
-// withDefaults returns c with every zero field set to its default.
+// withDefaults returns c with every zero field set to its default, and its
+// own copy of the global settings.
 func (c Config) withDefaults() Config {
 	if c.Region == "" {
-		c.Region = DefaultRegion
+		c.Region = defaultRegion
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -219,28 +203,29 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Observer == nil {
-		c.Observer = NopObserver{}
+		c.Observer = nopObserver{}
 	}
-	setDefault(&c.OriginTimeout, DefaultOriginTimeout)
-	setDefault(&c.OriginBackoff, DefaultOriginBackoff)
-	setDefault(&c.OriginMargin, DefaultOriginMargin)
-	setDefault(&c.RefreshAfter, DefaultRefreshAfter)
-	setDefault(&c.ReplayWorkers, DefaultReplayWorkers)
-	setDefault(&c.ReplayBatch, DefaultReplayBatch)
-	setDefault(&c.ReplayInterval, DefaultReplayInterval)
-	setDefault(&c.ReplayTimeout, DefaultReplayTimeout)
-	setDefault(&c.JanitorInterval, DefaultJanitorInterval)
-	setDefault(&c.FlushTimeout, DefaultFlushTimeout)
-	setDefault(&c.MaxCounters, DefaultMaxCounters)
-	setDefault(&c.GlobalInterval, DefaultGlobalInterval)
-	setDefault(&c.GlobalTimeout, DefaultGlobalTimeout)
-	setDefault(&c.DenialMinWindow, DefaultDenialMinWindow)
-	setDefault(&c.DenialMinUsage, DefaultDenialMinUsage)
-	setDefault(&c.DenialBatch, DefaultDenialBatch)
-	setDefault(&c.DenialFlush, DefaultDenialFlush)
-	setDefault(&c.CleanupEvery, DefaultCleanupEvery)
-	if c.GlobalObserver == nil {
-		c.GlobalObserver = NopGlobalObserver{}
+	setDefault(&c.OriginTimeout, defaultOriginTimeout)
+	setDefault(&c.OriginBackoff, defaultOriginBackoff)
+	setDefault(&c.OriginMargin, defaultOriginMargin)
+	setDefault(&c.RefreshAfter, defaultRefreshAfter)
+	setDefault(&c.ReplayWorkers, defaultReplayWorkers)
+	setDefault(&c.ReplayBatch, defaultReplayBatch)
+	setDefault(&c.ReplayInterval, defaultReplayInterval)
+	setDefault(&c.ReplayTimeout, defaultReplayTimeout)
+	setDefault(&c.JanitorInterval, defaultJanitorInterval)
+	setDefault(&c.FlushTimeout, defaultFlushTimeout)
+	setDefault(&c.MaxCounters, defaultMaxCounters)
+	if c.Global != nil {
+		g := *c.Global
+		setDefault(&g.Interval, defaultGlobalInterval)
+		setDefault(&g.Timeout, defaultGlobalTimeout)
+		setDefault(&g.DenialMinWindow, defaultDenialMinWindow)
+		setDefault(&g.DenialMinUsage, defaultDenialMinUsage)
+		setDefault(&g.DenialBatch, defaultDenialBatch)
+		setDefault(&g.DenialFlush, defaultDenialFlush)
+		setDefault(&g.CleanupEvery, defaultCleanupEvery)
+		c.Global = &g
 	}
 	return c
 }
@@ -255,7 +240,7 @@ func setDefault[T comparable](v *T, def T) {
 // Validate reports the first invalid field of c, wrapped in
 // [ErrInvalidConfig]. Zero fields are valid: they take their defaults.
 func (c Config) Validate() error {
-	for _, f := range []struct {
+	fields := []struct {
 		name string
 		bad  bool
 	}{
@@ -270,14 +255,22 @@ func (c Config) Validate() error {
 		{"FlushTimeout", c.FlushTimeout < 0},
 		{"MaxCounters", c.MaxCounters < 0},
 		{"MaxCountersPerWorkspace", c.MaxCountersPerWorkspace < 0},
-		{"GlobalInterval", c.GlobalInterval < 0},
-		{"GlobalTimeout", c.GlobalTimeout < 0},
-		{"DenialMinWindow", c.DenialMinWindow < 0},
-		{"DenialMinUsage", c.DenialMinUsage < 0},
-		{"DenialBatch", c.DenialBatch < 0},
-		{"DenialFlush", c.DenialFlush < 0},
-		{"CleanupEvery", c.CleanupEvery < 0},
-	} {
+	}
+	if g := c.Global; g != nil {
+		fields = append(fields, []struct {
+			name string
+			bad  bool
+		}{
+			{"Global.Interval", g.Interval < 0},
+			{"Global.Timeout", g.Timeout < 0},
+			{"Global.DenialMinWindow", g.DenialMinWindow < 0},
+			{"Global.DenialMinUsage", g.DenialMinUsage < 0},
+			{"Global.DenialBatch", g.DenialBatch < 0},
+			{"Global.DenialFlush", g.DenialFlush < 0},
+			{"Global.CleanupEvery", g.CleanupEvery < 0},
+		}...)
+	}
+	for _, f := range fields {
 		if f.bad {
 			return fmt.Errorf("%w: %s is negative", ErrInvalidConfig, f.name)
 		}
@@ -285,11 +278,13 @@ func (c Config) Validate() error {
 	if c.OriginMargin > 1 {
 		return fmt.Errorf("%w: OriginMargin %v is above 1", ErrInvalidConfig, c.OriginMargin)
 	}
-	if c.GlobalPublishShare < 0 || c.GlobalPublishShare > 1 {
-		return fmt.Errorf("%w: GlobalPublishShare %v is outside [0, 1]", ErrInvalidConfig, c.GlobalPublishShare)
-	}
-	if c.DenialMinUsage > 1 {
-		return fmt.Errorf("%w: DenialMinUsage %v is above 1", ErrInvalidConfig, c.DenialMinUsage)
+	if g := c.Global; g != nil {
+		if g.Store == nil {
+			return fmt.Errorf("%w: Global.Store is nil", ErrInvalidConfig)
+		}
+		if g.DenialMinUsage > 1 {
+			return fmt.Errorf("%w: Global.DenialMinUsage %v is above 1", ErrInvalidConfig, g.DenialMinUsage)
+		}
 	}
 	return nil
 }

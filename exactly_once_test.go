@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/memory"
 )
@@ -174,11 +175,11 @@ func TestCallerThatGivesUpCountsOnce(t *testing.T) {
 func TestLateDecisionCountsOnce(t *testing.T) {
 	f := newFaultyOrigin()
 	f.lateDecide.Store(true)
-	l := newLimiter(t, sluice.Config{Origin: f, OriginMargin: 1, OriginTimeout: 10 * time.Millisecond,
-		OriginBackoff: time.Nanosecond, RefreshAfter: time.Hour, ReplayInterval: time.Millisecond})
+	l, h := newDriven(t, sluice.Config{Origin: f, OriginMargin: 1, OriginTimeout: 10 * time.Millisecond,
+		OriginBackoff: time.Nanosecond, RefreshAfter: time.Hour, ReplayInterval: time.Millisecond}, drive.Options{})
 	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 100, Duration: time.Hour, Cost: 1, Time: time.Now()}
 	admitted := spend(t, l, r, 20)
-	l.Flush()
+	h.Flush()
 	waitFor(t, func() bool { return f.total(t, r) == admitted })
 	close(f.release)
 	f.late.Wait()
@@ -196,8 +197,9 @@ func TestLateDecisionCountsOnce(t *testing.T) {
 func TestRefusedCellDoesNotHoldOthersBack(t *testing.T) {
 	f := newFaultyOrigin()
 	f.refuse = "bad"
-	obs := &recorder{reads: map[sluice.ReadReason]int{}}
-	l := newLimiter(t, sluice.Config{Origin: f, OriginMargin: -1, ReplayInterval: time.Millisecond, Observer: obs})
+	obs := &recorder{reads: map[string]int{}}
+	l, h := newDriven(t, sluice.Config{Origin: f, OriginMargin: -1, ReplayInterval: time.Millisecond, Observer: obs},
+		drive.Options{})
 	good := sluice.Request{Namespace: "n", Identifier: "good", Limit: 1000, Duration: time.Hour, Cost: 1, Time: time.Now()}
 	bad := good
 	bad.Identifier = "bad"
@@ -205,16 +207,16 @@ func TestRefusedCellDoesNotHoldOthersBack(t *testing.T) {
 	for range 10 {
 		admitted += spend(t, l, good, 1)
 		spend(t, l, bad, 1)
-		l.Flush()
+		h.Flush()
 	}
-	waitFor(t, func() bool { return obs.droppedOf(sluice.DropRefused) > 0 })
+	waitFor(t, func() bool { return obs.droppedOf("refused") > 0 })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.total(t, good); got != admitted {
 		t.Fatalf("the origin counts %d of the good cell for %d admitted units", got, admitted)
 	}
-	if got := obs.droppedOf(sluice.DropRefused); got < 1 || got > 10 {
+	if got := obs.droppedOf("refused"); got < 1 || got > 10 {
 		t.Fatalf("%d refused increments reported, want between 1 and 10", got)
 	}
 }
@@ -330,10 +332,13 @@ func TestDenialAtRolloverNeverWaits(t *testing.T) {
 // time).
 func TestCloseWithinFlushTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const flush = 50 * time.Millisecond
-		obs := &recorder{reads: map[sluice.ReadReason]int{}}
+		const (
+			flush         = 50 * time.Millisecond
+			originTimeout = 250 * time.Millisecond
+		)
+		obs := &recorder{reads: map[string]int{}}
 		l, err := sluice.New(sluice.Config{Origin: &hangingOrigin{}, FlushTimeout: flush, ReplayTimeout: time.Second,
-			ReplayBatch: 2, ReplayWorkers: 1, OriginMargin: -1, Observer: obs})
+			OriginTimeout: originTimeout, ReplayBatch: 2, ReplayWorkers: 1, OriginMargin: -1, Observer: obs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,13 +350,13 @@ func TestCloseWithinFlushTimeout(t *testing.T) {
 		}
 		start := time.Now()
 		err = l.Close()
-		if elapsed := time.Since(start); elapsed > flush+sluice.DefaultOriginTimeout {
+		if elapsed := time.Since(start); elapsed > flush+originTimeout {
 			t.Errorf("Close took %v, want at most FlushTimeout %v (after in-flight calls of at most OriginTimeout)", elapsed, flush)
 		}
 		if !errors.Is(err, sluice.ErrNotFlushed) {
 			t.Errorf("Close: %v, want ErrNotFlushed", err)
 		}
-		if got := obs.droppedOf(sluice.DropClose); got != 20 {
+		if got := obs.droppedOf("close"); got != 20 {
 			t.Errorf("%d increments reported dropped at close, want 20", got)
 		}
 	})

@@ -90,11 +90,12 @@ func (t *cellTable) heldByTenant() map[string]int64 {
 
 // evictFair brings the table down to 90% of MaxCounters, taking cells only
 // from tenants over their share (see quotas), least recently used first
-// within a tenant, approximated by CLOCK: a pass clears the mark of a used
-// cell and evicts a cell not used since the previous pass. The first two
+// within a tenant: first the cells used only once (identities seen once,
+// the bulk of a scan), then by CLOCK: a pass clears the mark of a used cell
+// and evicts a cell not used since the previous pass. The first three
 // passes spare cells in strict mode and cells with increments the origin
-// has not confirmed or a batch in flight; a third, if still needed, spares
-// only cells used since the second. No pass evicts a cell whose write or
+// has not confirmed or a batch in flight; a fourth, if still needed, spares
+// only cells used since the third. No pass evicts a cell whose write or
 // origin decision is in flight. An evicted cell with unconfirmed increments
 // stays reachable from the replay queue until they are sent, as a writer of
 // its own: the cell created again in its place starts a new count at the
@@ -104,7 +105,7 @@ func (l *Limiter) evictFair(now int64) map[string]int {
 	capacity := int64(l.cfg.MaxCounters)
 	quota := quotas(l.cells.heldByTenant(), capacity*9/10, int64(l.cfg.MaxCountersPerWorkspace))
 	evicted := map[string]int{}
-	for pass := range 3 {
+	for pass := range 4 {
 		if len(quota) == 0 {
 			break
 		}
@@ -123,14 +124,22 @@ func (l *Limiter) evictFair(now int64) map[string]int {
 	return evicted
 }
 
-// evictable reports whether pass may evict c: it was not used since the
-// last pass (clearing its mark if it was), and, in the first two passes, it
-// is not busy; a cell whose write or decision is in flight never is.
+// evictable reports whether pass may evict c. The first pass takes only
+// cells used once (by the request that created them), and leaves the marks
+// of the others as they are, so that evictions in quick succession do not
+// wear down the second chance of cells in use. The later passes take cells
+// not used since the last pass looked at them (clearing the mark of those
+// that were). The first three passes spare busy cells; no pass takes a cell
+// whose write or decision is in flight.
 func (l *Limiter) evictable(c *cell, now int64, pass int) bool {
-	if c.flags.And(^flagTouched)&flagTouched != 0 {
+	if pass == 0 {
+		if c.flags.Load()&flagReused != 0 {
+			return false
+		}
+	} else if c.flags.And(^flagTouched)&flagTouched != 0 {
 		return false // used since the last pass: a second chance
 	}
-	if pass < 2 && c.busy(now) {
+	if pass < 3 && c.busy(now) {
 		return false
 	}
 	return c.flags.Load()&(flagWriting|flagDeciding) == 0

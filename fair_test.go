@@ -100,7 +100,7 @@ func TestMaxCountersPerWorkspace(t *testing.T) {
 
 // evictions records the cells evicted per tenant.
 type evictions struct {
-	NopObserver
+	nopObserver
 	by map[string]int
 }
 

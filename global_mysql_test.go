@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/global/mysql"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin/redis"
 )
@@ -70,8 +71,8 @@ func newGlobalNode(t *testing.T, redisAddr string, db int, region, dsn, prefix s
 		t.Fatal(err)
 	}
 	l, err := sluice.New(sluice.Config{
-		Region: region, Origin: o, Global: openGlobal(t, dsn, prefix),
-		GlobalInterval: interval,
+		Region: region, Origin: o,
+		Global: &sluice.GlobalConfig{Store: openGlobal(t, dsn, prefix), Interval: interval},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,19 +183,22 @@ func TestGlobalFaults(t *testing.T) {
 			viaProxy := replaceAddr(t, dsn, proxy.Addr())
 			clock := &virtualClock{}
 			clock.set(5000 * d.Milliseconds())
-			var regions []*sluice.Limiter
+			var (
+				regions []*sluice.Limiter
+				handles []drive.Handle
+			)
 			lost := &lostDenials{}
 			for _, name := range []string{"a", "b"} {
-				regions = append(regions, newLimiter(t, sluice.Config{
-					Region: name, Global: openGlobal(t, viaProxy, prefix), Clock: clock.now,
-					GlobalTicks: make(chan time.Time), GlobalTimeout: 500 * time.Millisecond,
-					GlobalObserver: lost,
-				}))
+				l, h := newDriven(t, sluice.Config{
+					Region: name, Clock: clock.now, Observer: lost,
+					Global: &sluice.GlobalConfig{Store: openGlobal(t, viaProxy, prefix), Timeout: 500 * time.Millisecond},
+				}, drive.Options{GlobalTicks: make(chan time.Time)})
+				regions, handles = append(regions, l), append(handles, h)
 			}
 			ctx := context.Background()
 			sync := func() {
-				for _, r := range regions {
-					_ = r.SyncGlobal(ctx)
+				for _, h := range handles {
+					_ = h.SyncGlobal(ctx)
 				}
 			}
 			sync()
@@ -235,7 +239,10 @@ func TestGlobalFaults(t *testing.T) {
 }
 
 // lostDenials counts the denial rows the global layer reports dropped.
-type lostDenials struct{ n atomic.Int64 }
+type lostDenials struct {
+	ignoring
+	n atomic.Int64
+}
 
 func (o *lostDenials) GlobalRound(st sluice.GlobalStats) { o.n.Add(int64(st.DenialsLost)) }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // The global layer: regions converge through a global.Store, never on the
-// request path. One goroutine owns the loop: every GlobalInterval (±20%) it
+// request path. One goroutine owns the loop: every Interval (±20%) it
 // publishes this region's counts, pulls the other regions' counts and syncs
 // denial rows; every DenialFlush (or as soon as DenialBatch rows wait) it
 // writes the queued denials; every CleanupEvery rounds it deletes expired
@@ -29,8 +29,11 @@ const cleanupBatch = 1000
 const regionsActiveFor = 6
 
 // globalState is owned by the global loop's goroutine (or by a caller of
-// SyncGlobal, which takes the same lock).
+// syncGlobal, which takes the same lock).
 type globalState struct {
+	// cfg is the global layer's configuration with its defaults, set by New
+	// and never changed (zero without a global layer).
+	cfg GlobalConfig
 	// published is the count last published per cell, for the cells this
 	// node has published.
 	published map[origin.Cell]int64
@@ -39,14 +42,14 @@ type globalState struct {
 	// cursor and denialCursor are where the last pull and denial sync
 	// stopped.
 	cursor, denialCursor global.Cursor
-	// rounds counts SyncGlobal rounds, for the cleanup schedule.
+	// rounds counts rounds, for the cleanup schedule.
 	rounds int
 	// pendingDenials holds the denials drained from the queue and not
 	// written yet.
 	pendingDenials []global.Denial
 }
 
-// GlobalStats describes one round of the global layer, for metrics.
+// GlobalStats describes one round of the global layer, for an [Observer].
 type GlobalStats struct {
 	Published     int           // count rows written
 	Pulled        int           // cells read back
@@ -59,22 +62,10 @@ type GlobalStats struct {
 	Err           error         // the first failure of the round, if any
 }
 
-// GlobalObserver receives a report of every round of the global layer.
-// Implementations must be safe for concurrent use and return quickly.
-type GlobalObserver interface {
-	GlobalRound(GlobalStats)
-}
-
-// NopGlobalObserver is a [GlobalObserver] that ignores everything.
-type NopGlobalObserver struct{}
-
-// GlobalRound implements [GlobalObserver].
-func (NopGlobalObserver) GlobalRound(GlobalStats) {}
-
 // runGlobal is the global loop. It stops when ctx is done, after a last
-// denial flush. Driven by GlobalTicks, it runs rounds only on those ticks,
-// and denials are written in rounds only, so that a simulation in virtual
-// time stays deterministic.
+// denial flush. Driven by ticks of its own (drive.Options.GlobalTicks), it
+// runs rounds only on those ticks, and denials are written in rounds only,
+// so that a simulation in virtual time stays deterministic.
 func (l *Limiter) runGlobal(ctx context.Context) {
 	defer func() {
 		flush, cancel := context.WithTimeout(context.Background(), l.cfg.FlushTimeout)
@@ -84,19 +75,19 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 		var st GlobalStats
 		l.flushDenials(flush, l.cfg.Clock().UnixMilli(), &st)
 		if st.DenialsLost > 0 {
-			l.cfg.GlobalObserver.GlobalRound(st)
+			l.cfg.Observer.GlobalRound(st)
 		}
 	}()
-	rounds := l.cfg.GlobalTicks
+	rounds := l.drive.GlobalTicks
 	var flush <-chan time.Time // nil: denials are written in rounds only
 	var full <-chan struct{}   // likewise
 	var timer *time.Timer
 	if rounds == nil {
-		timer = time.NewTimer(jitter(l.cfg.GlobalInterval))
+		timer = time.NewTimer(jitter(l.global.cfg.Interval))
 		defer timer.Stop()
 		rounds = timer.C
 		if l.denials != nil {
-			ticker := time.NewTicker(l.cfg.DenialFlush)
+			ticker := time.NewTicker(l.global.cfg.DenialFlush)
 			defer ticker.Stop()
 			flush, full = ticker.C, l.denialsFull
 		}
@@ -106,9 +97,9 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-rounds:
-			_ = l.SyncGlobal(ctx)
+			_ = l.syncGlobal(ctx)
 			if timer != nil {
-				timer.Reset(jitter(l.cfg.GlobalInterval))
+				timer.Reset(jitter(l.global.cfg.Interval))
 			}
 		case <-flush:
 			l.flushDenialsNow(ctx)
@@ -124,15 +115,14 @@ func jitter(d time.Duration) time.Duration {
 	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
 }
 
-// SyncGlobal runs one round of the global layer now: it writes queued
+// syncGlobal runs one round of the global layer now: it writes queued
 // denials, pulls the other regions' counts, publishes this region's counts,
 // applies new denial rows, and every CleanupEvery rounds deletes expired
-// rows. The background loop calls it every GlobalInterval; tests and
-// simulations may call it directly (with a GlobalTicks channel that never
-// fires, to drive every round themselves). It returns the first error of
-// the round (the round goes on after an error); without a global store it
-// does nothing.
-func (l *Limiter) SyncGlobal(ctx context.Context) error {
+// rows. The background loop calls it every interval; tests and simulations
+// call it through drive.Handle. It returns the first error of the round
+// (the round goes on after an error); without a global layer it does
+// nothing.
+func (l *Limiter) syncGlobal(ctx context.Context) error {
 	if l.cfg.Global == nil {
 		return nil
 	}
@@ -141,27 +131,27 @@ func (l *Limiter) SyncGlobal(ctx context.Context) error {
 	start := time.Now()
 	now := l.cfg.Clock().UnixMilli()
 	var st GlobalStats
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.GlobalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
 	l.flushDenials(ctx, now, &st)
-	if !l.cfg.DisableGlobalCounters {
+	if !l.global.cfg.DisableCounters {
 		l.pull(ctx, now, &st) // first: the rule needs the regions present and the imports
 		l.publish(ctx, now, &st)
-	} else if err := l.cfg.Global.Announce(ctx, l.cfg.Region, now); err != nil {
+	} else if err := l.global.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
 		st.fail(err)
 	}
-	if !l.cfg.DisableDenialPropagation {
+	if !l.global.cfg.DisableDenials {
 		l.syncDenials(ctx, now, &st)
 	}
 	l.global.rounds++
-	if l.global.rounds%l.cfg.CleanupEvery == 0 {
-		n, err := l.cfg.Global.Cleanup(ctx, now, cleanupBatch)
+	if l.global.rounds%l.global.cfg.CleanupEvery == 0 {
+		n, err := l.global.cfg.Store.Cleanup(ctx, now, cleanupBatch)
 		st.Cleaned = n
 		st.fail(err)
 	}
 	st.Regions = l.global.regions
 	st.Elapsed = time.Since(start)
-	l.cfg.GlobalObserver.GlobalRound(st)
+	l.cfg.Observer.GlobalRound(st)
 	if st.Err != nil && !errors.Is(st.Err, context.Canceled) {
 		l.cfg.Logger.Debug("sluice: global round failed; regions converge later", "err", st.Err)
 	}
@@ -205,7 +195,7 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		}
 		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
 	}
-	if err := l.cfg.Global.Publish(ctx, l.cfg.Region, counts, now); err != nil {
+	if err := l.global.cfg.Store.Publish(ctx, l.cfg.Region, counts, now); err != nil {
 		st.fail(err)
 		return
 	}
@@ -217,10 +207,10 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 
 // publishable reports whether a cell never published yet, with committed
 // count n, passes the publication rule (see publish) or, with
-// GlobalPublishShare set, the fixed share of its limit.
+// drive.Options.PublishShare set, the fixed share of its limit.
 func (l *Limiter) publishable(c *cell, n, regions int64) bool {
 	limit := c.limit.Load()
-	if share := l.cfg.GlobalPublishShare; share > 0 {
+	if share := l.drive.PublishShare; share > 0 {
 		return float64(n) >= share*float64(limit)
 	}
 	return c.imported.Load() > 0 || n*2*regions >= limit
@@ -236,7 +226,7 @@ func expiresAt(k origin.Cell) int64 {
 // last pull, and raises this region's count to its published floor.
 func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
-	p, err := l.cfg.Global.Pull(ctx, l.cfg.Region, g.cursor, now, regionsActiveFor*l.cfg.GlobalInterval.Milliseconds())
+	p, err := l.global.cfg.Store.Pull(ctx, l.cfg.Region, g.cursor, now, regionsActiveFor*l.global.cfg.Interval.Milliseconds())
 	if err != nil {
 		st.fail(err)
 		return
@@ -271,14 +261,14 @@ func (l *Limiter) globalCell(k origin.Cell) *cell {
 // node, and never when it was received from another region. It never
 // blocks.
 func (l *Limiter) emitDenial(q *resolved, cur *cell) {
-	if l.denials == nil || q.pos.D < l.cfg.DenialMinWindow.Milliseconds() ||
-		float64(cur.count()) < l.cfg.DenialMinUsage*float64(q.limit) || !cur.setFlag(flagDenialSeen) {
+	if l.denials == nil || q.pos.D < l.global.cfg.DenialMinWindow.Milliseconds() ||
+		float64(cur.count()) < l.global.cfg.DenialMinUsage*float64(q.limit) || !cur.setFlag(flagDenialSeen) {
 		return
 	}
 	d := global.Denial{Cell: q.current(), Limit: q.limit, Usage: cur.count(), Region: l.cfg.Region, ExpiresAt: expiresAt(q.current())}
 	select {
 	case l.denials <- d:
-		if len(l.denials) >= l.cfg.DenialBatch {
+		if len(l.denials) >= l.global.cfg.DenialBatch {
 			select {
 			case l.denialsFull <- struct{}{}:
 			default:
@@ -293,12 +283,12 @@ func (l *Limiter) emitDenial(q *resolved, cur *cell) {
 func (l *Limiter) flushDenialsNow(ctx context.Context) {
 	l.globalMu.Lock()
 	defer l.globalMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.GlobalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
 	var st GlobalStats
 	l.flushDenials(ctx, l.cfg.Clock().UnixMilli(), &st)
 	if st.DenialsSent > 0 || st.DenialsLost > 0 || st.Err != nil {
-		l.cfg.GlobalObserver.GlobalRound(st)
+		l.cfg.Observer.GlobalRound(st)
 	}
 }
 
@@ -323,9 +313,9 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 	}
 	st.DenialsLost += int(l.denialsDropped.Swap(0))
 	for len(g.pendingDenials) > 0 {
-		batch := g.pendingDenials[:min(len(g.pendingDenials), l.cfg.DenialBatch)]
+		batch := g.pendingDenials[:min(len(g.pendingDenials), l.global.cfg.DenialBatch)]
 		g.pendingDenials = g.pendingDenials[len(batch):]
-		if err := l.cfg.Global.EmitDenials(ctx, batch); err != nil {
+		if err := l.global.cfg.Store.EmitDenials(ctx, batch); err != nil {
 			st.DenialsLost += len(batch)
 			st.fail(err)
 			continue
@@ -349,7 +339,7 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 // deny the rest of the window.
 func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
-	ds, next, err := l.cfg.Global.Denials(ctx, l.cfg.Region, g.denialCursor, now)
+	ds, next, err := l.global.cfg.Store.Denials(ctx, l.cfg.Region, g.denialCursor, now)
 	if err != nil {
 		st.fail(err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/global"
 	globalmemory "github.com/sluicehq/sluice/global/memory"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/memory"
@@ -25,24 +26,30 @@ func (c *virtualClock) now() time.Time          { return time.UnixMilli(c.ms.Loa
 func (c *virtualClock) set(ms int64)            { c.ms.Store(ms) }
 func (c *virtualClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
+// drivenNode is a limiter whose background rounds the test runs.
+type drivenNode struct {
+	*sluice.Limiter
+	drive.Handle
+}
+
 // newRegions returns one single-node limiter per region, all sharing store
-// and clock, with the global loop driven by the test through SyncGlobal.
-func newRegions(t *testing.T, n int, store global.Store, clock *virtualClock, cfg sluice.Config) []*sluice.Limiter {
+// and clock, with the global layer of g and the global loop driven by the
+// test through SyncGlobal.
+func newRegions(t *testing.T, n int, store global.Store, clock *virtualClock, g sluice.GlobalConfig, o drive.Options) []drivenNode {
 	t.Helper()
-	regions := make([]*sluice.Limiter, n)
+	regions := make([]drivenNode, n)
 	for i := range regions {
-		c := cfg
-		c.Region = fmt.Sprintf("region-%d", i)
-		c.Global = store
-		c.Clock = clock.now
-		c.GlobalTicks = make(chan time.Time) // never fires: the test syncs
-		regions[i] = newLimiter(t, c)
+		g := g
+		g.Store = store
+		o.GlobalTicks = make(chan time.Time) // never fires: the test syncs
+		l, h := newDriven(t, sluice.Config{Region: fmt.Sprintf("region-%d", i), Global: &g, Clock: clock.now}, o)
+		regions[i] = drivenNode{l, h}
 	}
 	return regions
 }
 
 // syncAll runs one global round in every region, in order.
-func syncAll(t *testing.T, regions []*sluice.Limiter) {
+func syncAll(t *testing.T, regions []drivenNode) {
 	t.Helper()
 	for _, r := range regions {
 		if err := r.SyncGlobal(context.Background()); err != nil {
@@ -59,18 +66,18 @@ func TestBurstInOneRegion(t *testing.T) {
 	const limit, d = 100, 10 * time.Minute
 	modes := []struct {
 		name string
-		cfg  sluice.Config
+		cfg  sluice.GlobalConfig
 	}{
-		{"global counters only", sluice.Config{DisableDenialPropagation: true}},
-		{"denial propagation only", sluice.Config{DisableGlobalCounters: true}},
-		{"both", sluice.Config{}},
+		{"global counters only", sluice.GlobalConfig{DisableDenials: true}},
+		{"denial propagation only", sluice.GlobalConfig{DisableCounters: true}},
+		{"both", sluice.GlobalConfig{}},
 	}
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			clock := &virtualClock{}
 			start := int64(1000) * d.Milliseconds() // a cell boundary
 			clock.set(start)
-			regions := newRegions(t, 3, globalmemory.New(), clock, mode.cfg)
+			regions := newRegions(t, 3, globalmemory.New(), clock, mode.cfg, drive.Options{})
 			ctx := context.Background()
 			syncAll(t, regions) // every region announces itself
 			r := req("burst", limit, 1, d, time.Time{})
@@ -118,7 +125,7 @@ type spreadResult struct {
 // runSpread sends traffic at load × limit per window, spread evenly at
 // random over the regions, for windows windows of intervals rounds each, and
 // returns the worst window. Every region syncs once per interval.
-func runSpread(t *testing.T, regions int, load float64, cfg sluice.Config, withGlobal bool) spreadResult {
+func runSpread(t *testing.T, regions int, load float64, g sluice.GlobalConfig, o drive.Options, withGlobal bool) spreadResult {
 	t.Helper()
 	const limit, intervals, windows = 1000, 60, 5
 	const d = time.Minute
@@ -127,12 +134,12 @@ func runSpread(t *testing.T, regions int, load float64, cfg sluice.Config, withG
 	start := int64(100_000) * d.Milliseconds()
 	clock.set(start)
 	store := &countingStore{Store: globalmemory.New()}
-	var limiters []*sluice.Limiter
+	var limiters []drivenNode
 	if withGlobal {
-		limiters = newRegions(t, regions, store, clock, cfg)
+		limiters = newRegions(t, regions, store, clock, g, o)
 	} else {
 		for range regions {
-			limiters = append(limiters, newLimiter(t, sluice.Config{Clock: clock.now}))
+			limiters = append(limiters, drivenNode{Limiter: newLimiter(t, sluice.Config{Clock: clock.now})})
 		}
 	}
 	rng := rand.New(rand.NewPCG(uint64(regions), uint64(load*100)))
@@ -189,9 +196,10 @@ func TestSpreadEvenly(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			off := runSpread(t, tc.regions, tc.load, sluice.Config{}, false)
-			fixed := runSpread(t, tc.regions, tc.load, sluice.Config{GlobalPublishShare: 0.2, DisableDenialPropagation: true}, true)
-			rule := runSpread(t, tc.regions, tc.load, sluice.Config{DisableDenialPropagation: true}, true)
+			countsOnly := sluice.GlobalConfig{DisableDenials: true}
+			off := runSpread(t, tc.regions, tc.load, sluice.GlobalConfig{}, drive.Options{}, false)
+			fixed := runSpread(t, tc.regions, tc.load, countsOnly, drive.Options{PublishShare: 0.2}, true)
+			rule := runSpread(t, tc.regions, tc.load, countsOnly, drive.Options{}, true)
 			t.Logf("worst window / limit: global layer off %.3f, fixed 20%% floor %.3f, adaptive rule %.3f", off.worst, fixed.worst, rule.worst)
 			if off.worst < tc.offWorst {
 				t.Errorf("without the global layer the worst window is %.3f× the limit; the scenario should pass at least %.2f×", off.worst, tc.offWorst)
@@ -215,7 +223,7 @@ func TestNoDoubleCounting(t *testing.T) {
 	clock := &virtualClock{}
 	clock.set(7000 * d.Milliseconds())
 	store := &recordingStore{Store: globalmemory.New(), max: map[string]int64{}}
-	regions := newRegions(t, 3, store, clock, sluice.Config{DisableDenialPropagation: true})
+	regions := newRegions(t, 3, store, clock, sluice.GlobalConfig{DisableDenials: true}, drive.Options{})
 	ctx := context.Background()
 	spent := []int64{300, 200, 100}
 	for i, n := range spent {
@@ -293,7 +301,7 @@ func TestDenialCarriesUsage(t *testing.T) {
 	const limit, d = 100, 10 * time.Minute
 	clock := &virtualClock{}
 	clock.set(3000 * d.Milliseconds())
-	regions := newRegions(t, 2, globalmemory.New(), clock, sluice.Config{DisableGlobalCounters: true})
+	regions := newRegions(t, 2, globalmemory.New(), clock, sluice.GlobalConfig{DisableCounters: true}, drive.Options{})
 	ctx := context.Background()
 	if res, _ := regions[0].Ratelimit(ctx, req("big", limit, 80, d, time.Time{})); !res.Success {
 		t.Fatal("80 of 100 denied")
@@ -343,11 +351,11 @@ func TestOwnRegionDenialsNotImported(t *testing.T) {
 	}
 	modes := []struct {
 		name string
-		cfg  sluice.Config
+		cfg  sluice.GlobalConfig
 		hold bool // region a's publishes fail, so the row arrives alone
 	}{
-		{"denial propagation only", sluice.Config{DisableGlobalCounters: true}, false},
-		{"both, the row ahead of the count", sluice.Config{}, true},
+		{"denial propagation only", sluice.GlobalConfig{DisableCounters: true}, false},
+		{"both, the row ahead of the count", sluice.GlobalConfig{}, true},
 	}
 	for _, st := range stores {
 		for _, mode := range modes {
@@ -358,17 +366,19 @@ func TestOwnRegionDenialsNotImported(t *testing.T) {
 	}
 }
 
-func testOwnRegionDenials(t *testing.T, connect func() global.Store, cfg sluice.Config, hold bool) {
+func testOwnRegionDenials(t *testing.T, connect func() global.Store, g sluice.GlobalConfig, hold bool) {
 	const limit, d = 100, 10 * time.Minute
 	clock := &virtualClock{}
 	clock.set(4000*d.Milliseconds() + 1000)
 	shared := memory.New(clock.now)
-	node := func(region string, store global.Store, o origin.Origin) *sluice.Limiter {
-		c := cfg
-		c.Region, c.Global, c.Origin, c.Clock = region, store, o, clock.now
-		c.GlobalTicks = make(chan time.Time) // never fires: the test syncs
-		c.ReplayTicks = make(chan time.Time) // likewise: the test flushes
-		return newLimiter(t, c)
+	node := func(region string, store global.Store, o origin.Origin) drivenNode {
+		g := g
+		g.Store = store
+		l, h := newDriven(t, sluice.Config{Region: region, Global: &g, Origin: o, Clock: clock.now}, drive.Options{
+			GlobalTicks: make(chan time.Time), // never fires: the test syncs
+			ReplayTicks: make(chan time.Time), // likewise: the test flushes
+		})
+		return drivenNode{l, h}
 	}
 	held := &heldPublishes{Store: connect()}
 	held.on.Store(hold)
@@ -378,7 +388,7 @@ func testOwnRegionDenials(t *testing.T, connect func() global.Store, cfg sluice.
 	ctx := context.Background()
 	round := func() {
 		t.Helper()
-		for i, n := range []*sluice.Limiter{a1, a2, b} {
+		for i, n := range []drivenNode{a1, a2, b} {
 			if err := n.SyncGlobal(ctx); err != nil && (i != 0 || !hold || !errors.Is(err, global.ErrUnavailable)) {
 				t.Fatalf("round of node %d: %v", i, err)
 			}

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/internal/flight"
 	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
@@ -49,6 +50,7 @@ var ErrNotFlushed = errors.New("sluice: increments not flushed")
 // goroutines. Create one with [New] and release it with Close.
 type Limiter struct {
 	cfg      Config
+	drive    drive.Options // set by the simulator and tests only
 	nowMilli func() int64  // the clock of requests without a Time
 	origin   origin.Origin // nil: the limiter is its own origin
 	cells    *cellTable
@@ -75,8 +77,16 @@ type Limiter struct {
 // its background goroutines (the janitor, and the replay workers when there is
 // an origin). Config{} is the embedded default.
 func New(cfg Config) (*Limiter, error) {
+	return newLimiter(cfg, drive.Options{})
+}
+
+// newLimiter is New with the settings only a driver sets.
+func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if o.PublishShare < 0 || o.PublishShare > 1 {
+		return nil, fmt.Errorf("%w: PublishShare %v is outside [0, 1]", ErrInvalidConfig, o.PublishShare)
 	}
 	nowMilli := newMonoClock().nowMilli
 	if clock := cfg.Clock; clock != nil {
@@ -84,14 +94,19 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Limiter{cfg: cfg, nowMilli: nowMilli, origin: cfg.Origin, cells: newCellTable(int64(cfg.MaxCounters)), cancel: cancel}
+	l := &Limiter{cfg: cfg, drive: o, nowMilli: nowMilli, origin: cfg.Origin,
+		cells: newCellTable(int64(cfg.MaxCounters)), cancel: cancel}
 	if l.origin != nil {
 		l.replay = newReplayer(l)
 		l.wg.Go(func() { l.replay.run(ctx) })
+		if p, ok := l.origin.(origin.Pusher); ok {
+			p.OnPush(l.mergeRemote)
+		}
 	}
 	if cfg.Global != nil {
+		l.global.cfg = *cfg.Global
 		l.global.published = make(map[origin.Cell]int64)
-		if !cfg.DisableDenialPropagation {
+		if !cfg.Global.DisableDenials {
 			l.denials = make(chan global.Denial, denialQueue)
 			l.denialsFull = make(chan struct{}, 1)
 		}
@@ -124,17 +139,6 @@ func (l *Limiter) Close() error {
 		}
 	})
 	return l.closeErr
-}
-
-// Flush replays every accepted increment queued so far to the origin, on
-// the caller's goroutine, and returns when the origin has answered. A
-// failed replay keeps its increments queued for the next round. Without an
-// origin it does nothing. Simulations drive replay with it (and a
-// ReplayTicks channel that never fires); a server never needs it.
-func (l *Limiter) Flush() {
-	if l.replay != nil {
-		l.replay.flushNow()
-	}
 }
 
 // Ratelimit decides one request. Invalid requests return an error wrapping
@@ -283,9 +287,9 @@ func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 	}
 	switch {
 	case synced == 0:
-		l.sharedRead(w.ctx(), q, ReadHydrate, cur)
+		l.sharedRead(w.ctx(), q, readHydrate, cur)
 	case cur.setFlag(flagRefreshing):
-		l.read(w.ctx(), q, ReadRefresh, cur)
+		l.read(w.ctx(), q, readRefresh, cur)
 		cur.clearFlag(flagRefreshing)
 	default:
 		return cur, prev
@@ -310,11 +314,11 @@ func (l *Limiter) used(cur *cell, q *resolved) {
 // caller (single flight per cell). A caller waits for the read at most until
 // its ctx ends; giving up does not cancel the read for the others. A cold
 // cell that another caller has hydrated meanwhile is not read again.
-func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason ReadReason, cur *cell) {
+func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason string, cur *cell) {
 	detached := context.WithoutCancel(ctx) // keeps the caller's trace, not its deadline
 	rq := *q
 	l.reads.Do(ctx, q.current(), func() {
-		if reason == ReadHydrate && cur.syncedAt.Load() != 0 {
+		if reason == readHydrate && cur.syncedAt.Load() != 0 {
 			return
 		}
 		l.read(detached, &rq, reason, cur)
@@ -327,7 +331,7 @@ func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason ReadReason
 // OriginBackoff, so a failing origin costs each counter at most one timeout
 // per RefreshAfter and no strict decision right after it; decisions go on
 // from local state.
-func (l *Limiter) read(ctx context.Context, q *resolved, reason ReadReason, cur *cell) {
+func (l *Limiter) read(ctx context.Context, q *resolved, reason string, cur *cell) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.OriginTimeout)
 	defer cancel()
 	start := time.Now()
@@ -364,7 +368,7 @@ func (l *Limiter) mergePrevious(q *resolved, total int64) {
 
 // originFailed logs a failed synchronous origin call at debug level (a
 // failing origin shows in metrics and in the origin's own logs).
-func (l *Limiter) originFailed(q *resolved, reason ReadReason, err error) {
+func (l *Limiter) originFailed(q *resolved, reason string, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // the caller gave up: nothing to report
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/memory"
 )
@@ -29,6 +30,18 @@ func newLimiter(t testing.TB, cfg sluice.Config) *sluice.Limiter {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// newDriven returns a limiter for cfg whose background rounds the test
+// drives through o and the handle, closed when t ends.
+func newDriven(t testing.TB, cfg sluice.Config, o drive.Options) (*sluice.Limiter, drive.Handle) {
+	t.Helper()
+	l, h, err := drive.New[*sluice.Limiter](cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, h
 }
 
 func at(ms int64) time.Time { return time.UnixMilli(ms) }
@@ -381,13 +394,13 @@ func TestWarmDecisionDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestReplayDrivenByTicks checks that with ReplayTicks nothing is replayed
-// until the caller asks, by a tick or by Flush.
+// TestReplayDrivenByTicks checks that with replay ticks of its own nothing
+// is replayed until the caller asks, by a tick or by a flush.
 func TestReplayDrivenByTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingOrigin{Origin: memory.New(nil)}
 		ticks := make(chan time.Time)
-		l := newLimiter(t, sluice.Config{Origin: store, ReplayTicks: ticks, RefreshAfter: time.Hour})
+		l, h := newDriven(t, sluice.Config{Origin: store, RefreshAfter: time.Hour}, drive.Options{ReplayTicks: ticks})
 		ctx := context.Background()
 		r := req("driven", 100, 1, time.Hour, at(3_600_000))
 		for range 5 {
@@ -399,7 +412,7 @@ func TestReplayDrivenByTicks(t *testing.T) {
 		if n := store.applies.Load(); n != 0 {
 			t.Fatalf("%d replays before any tick", n)
 		}
-		l.Flush()
+		h.Flush()
 		if n := store.applies.Load(); n != 1 {
 			t.Fatalf("%d replays after Flush, want 1", n)
 		}

@@ -2,23 +2,15 @@ package sluice
 
 import "time"
 
-// ReadReason says why the limiter read its origin synchronously.
-type ReadReason string
-
-// The reasons for a synchronous origin read.
-const (
-	ReadHydrate ReadReason = "hydrate" // a cold counter's first decision
-	ReadStrict  ReadReason = "strict"  // a decision in strict mode
-	ReadRefresh ReadReason = "refresh" // a warm counter older than RefreshAfter
-)
-
 // Observer receives the limiter's internal measurements, for metrics. Every
-// method must be safe for concurrent use and must return quickly; it is
-// called from request paths and background goroutines. Embed [NopObserver]
-// to implement only part of it.
+// method must be safe for concurrent use and must return quickly: it is
+// called from request paths and background goroutines.
 type Observer interface {
-	// OriginRead reports one synchronous origin read and its outcome.
-	OriginRead(reason ReadReason, elapsed time.Duration, err error)
+	// OriginRead reports one synchronous origin call and its outcome. The
+	// reason is "hydrate" (a cold counter's first decision), "refresh" (a
+	// warm counter older than RefreshAfter) or "strict" (a decision the
+	// origin makes: strict mode, or near the limit).
+	OriginRead(reason string, elapsed time.Duration, err error)
 	// Replayed reports one replay call of cells cells to the origin.
 	Replayed(cells int, elapsed time.Duration, err error)
 	// ReplayBacklog reports the number of cells waiting for replay.
@@ -29,44 +21,37 @@ type Observer interface {
 	// the table was full or the tenant was over MaxCountersPerWorkspace.
 	Evicted(workspace string, cells int)
 	// Dropped reports accepted increments given up on before the origin
-	// confirmed them, and why.
-	Dropped(reason DropReason, cells int, increments int64)
+	// confirmed them. The reason is "expired" (the cell's window had passed
+	// before the origin could be reached), "refused" (the origin refused
+	// the cell on its own several times in a row, for example a key another
+	// program overwrote) or "close" (Close ended after FlushTimeout with the
+	// origin still unreachable).
+	Dropped(reason string, cells int, increments int64)
+	// GlobalRound reports one round of the global layer.
+	GlobalRound(GlobalStats)
 }
 
-// DropReason says why accepted increments were given up on before the
-// origin confirmed them.
-type DropReason string
-
-// The reasons for dropping increments.
+// Why the limiter called its origin synchronously (Observer.OriginRead).
 const (
-	// DropExpired: the cell's window had passed (no decision reads it any
-	// more) before the origin could be reached.
-	DropExpired DropReason = "expired"
-	// DropRefused: the origin refused the cell on its own several times
-	// in a row (for example a key another program overwrote).
-	DropRefused DropReason = "refused"
-	// DropClose: Close ended after FlushTimeout with the origin still
-	// unreachable.
-	DropClose DropReason = "close"
+	readHydrate = "hydrate"
+	readStrict  = "strict"
+	readRefresh = "refresh"
 )
 
-// NopObserver is an [Observer] that ignores everything.
-type NopObserver struct{}
+// Why accepted increments were given up on (Observer.Dropped).
+const (
+	dropExpired = "expired"
+	dropRefused = "refused"
+	dropClose   = "close"
+)
 
-// OriginRead implements [Observer].
-func (NopObserver) OriginRead(ReadReason, time.Duration, error) {}
+// nopObserver is the Observer of a Config that sets none.
+type nopObserver struct{}
 
-// Replayed implements [Observer].
-func (NopObserver) Replayed(int, time.Duration, error) {}
-
-// ReplayBacklog implements [Observer].
-func (NopObserver) ReplayBacklog(int64) {}
-
-// Swept implements [Observer].
-func (NopObserver) Swept(int, int) {}
-
-// Evicted implements [Observer].
-func (NopObserver) Evicted(string, int) {}
-
-// Dropped implements [Observer].
-func (NopObserver) Dropped(DropReason, int, int64) {}
+func (nopObserver) OriginRead(string, time.Duration, error) {}
+func (nopObserver) Replayed(int, time.Duration, error)      {}
+func (nopObserver) ReplayBacklog(int64)                     {}
+func (nopObserver) Swept(int, int)                          {}
+func (nopObserver) Evicted(string, int)                     {}
+func (nopObserver) Dropped(string, int, int64)              {}
+func (nopObserver) GlobalRound(GlobalStats)                 {}

@@ -95,7 +95,7 @@ func (r *replayer) run(ctx context.Context) {
 		workers.Wait()
 	}()
 
-	if ticks := r.l.cfg.ReplayTicks; ticks != nil {
+	if ticks := r.l.drive.ReplayTicks; ticks != nil {
 		for {
 			select {
 			case <-ctx.Done():
@@ -188,7 +188,7 @@ func (r *replayer) final(jobs chan<- replayJob) {
 	if cells, lost := r.lost(); cells > 0 {
 		r.l.cfg.Logger.Error("sluice: origin unreachable at close; increments not replayed",
 			"cells", cells, "increments", lost)
-		r.l.cfg.Observer.Dropped(DropClose, int(cells), lost)
+		r.l.cfg.Observer.Dropped(dropClose, int(cells), lost)
 	}
 }
 
@@ -274,7 +274,7 @@ func (r *replayer) failed(deltas []origin.Delta, cells []*cell, err error) {
 		c.flags.Or(flagInDoubt)
 		c.clearFlag(flagWriting)
 		if expired(deltas[i].Cell, now) {
-			r.drop(DropExpired, deltas[i], c, err)
+			r.drop(dropExpired, deltas[i], c, err)
 			continue
 		}
 		r.mark(c)
@@ -293,12 +293,12 @@ func (r *replayer) refused(d origin.Delta, c *cell, err error) {
 		r.mark(c)
 		return
 	}
-	r.drop(DropRefused, d, c, err)
+	r.drop(dropRefused, d, c, err)
 }
 
 // drop gives up on the unconfirmed increments of c: they are counted and
 // logged, and c is confirmed as it stands so that it is not sent again.
-func (r *replayer) drop(reason DropReason, d origin.Delta, c *cell, err error) {
+func (r *replayer) drop(reason string, d origin.Delta, c *cell, err error) {
 	lost := c.unconfirmed()
 	c.confirm(c.admitted.Load())
 	c.failures = 0

@@ -191,7 +191,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	case len(sent) == 0: // every caller gave up: nothing was asked
 	case err != nil || v.Stale:
 		d.cur.backoffUntil.Store(first.t + l.cfg.OriginBackoff.Milliseconds())
-		l.originFailed(first, ReadStrict, err)
+		l.originFailed(first, readStrict, err)
 	default:
 		included, abandoned := l.answer(d.cur, c, v, sent)
 		d.cur.merge(v.Counts.Current-abandoned, included)
@@ -221,7 +221,7 @@ func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, ba
 	}
 	start := time.Now()
 	v, err := l.origin.Decide(ctx, *c)
-	l.cfg.Observer.OriginRead(ReadStrict, time.Since(start), err)
+	l.cfg.Observer.OriginRead(readStrict, time.Since(start), err)
 	switch {
 	case err != nil:
 		cur.flags.Or(flagInDoubt)

@@ -140,6 +140,18 @@ type Origin interface {
 	Decide(ctx context.Context, c Check) (Verdict, error)
 }
 
+// Pusher is implemented by an origin that sends counts to the limiters of
+// its region without being asked: the cluster origin broadcasts the total of
+// a cell that went over its limit, so that every node denies it locally
+// with no origin call. sluice.New registers the limiter it builds with its
+// origin when the origin is a Pusher.
+type Pusher interface {
+	// OnPush sets the function that receives pushed totals, replacing the
+	// one set before: f raises the local view of cell to total (never
+	// lowers it), must be safe for concurrent use, and returns at once.
+	OnPush(f func(cell Cell, total int64))
+}
+
 // Ask is one request decided by [Origin.Decide].
 type Ask struct {
 	Limit int64 // >= 0

@@ -37,6 +37,7 @@ type Metrics struct {
 	evictedBy   *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
 	authFails   *prometheus.CounterVec
+	global      globalMetrics
 
 	// labels is a read-only snapshot of the namespace labels' counters
 	// (denied, passed), replaced whole under mu when a namespace is added,
@@ -105,6 +106,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.authFails.WithLabelValues(AuthUnknownKey)
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.decisions, m.storeUp, m.storeReload,
 		m.originReads, m.replays, m.backlog, m.cells, m.evicted, m.evictedBy, m.dropped, m.authFails)
+	m.global = newGlobalMetrics()
+	reg.MustRegister(m.global.collectors()...)
 	return m
 }
 
@@ -238,8 +241,8 @@ func result(err error) string {
 var _ sluice.Observer = (*Metrics)(nil)
 
 // OriginRead implements [sluice.Observer].
-func (m *Metrics) OriginRead(reason sluice.ReadReason, elapsed time.Duration, err error) {
-	m.originReads.WithLabelValues(string(reason), result(err)).Observe(elapsed.Seconds())
+func (m *Metrics) OriginRead(reason string, elapsed time.Duration, err error) {
+	m.originReads.WithLabelValues(reason, result(err)).Observe(elapsed.Seconds())
 }
 
 // Replayed implements [sluice.Observer].
@@ -267,6 +270,6 @@ func (m *Metrics) Evicted(workspace string, cells int) {
 }
 
 // Dropped implements [sluice.Observer].
-func (m *Metrics) Dropped(reason sluice.DropReason, _ int, increments int64) {
-	m.dropped.WithLabelValues(string(reason)).Add(float64(increments))
+func (m *Metrics) Dropped(reason string, _ int, increments int64) {
+	m.dropped.WithLabelValues(reason).Add(float64(increments))
 }

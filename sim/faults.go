@@ -85,6 +85,15 @@ func newGate() *gate {
 	return &gate{arrived: make(chan struct{}), release: make(chan struct{})}
 }
 
+// OnPush implements [origin.Pusher] when the origin it wraps does (the
+// cluster origin's exceed broadcasts): pushes reach the limiter whatever
+// the faults, as they do when the cluster origin is not wrapped.
+func (f *faultyOrigin) OnPush(fn func(origin.Cell, int64)) {
+	if p, ok := f.Origin.(origin.Pusher); ok {
+		p.OnPush(fn)
+	}
+}
+
 func (f *faultyOrigin) fail() bool {
 	if f.dead.Load() || f.down.at(f.clock.milli()) || f.loss.lost() {
 		f.n.failed.Add(1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin/cluster"
 )
 
@@ -208,7 +209,9 @@ func (b Band) MarshalJSON() ([]byte, error) {
 type node struct {
 	region int
 	cfg    sluice.Config
+	drive  drive.Options // cfg's driven settings: the run ticks replay and rounds
 	l      *sluice.Limiter
+	h      drive.Handle  // l's background rounds, which the run drives
 	fo     *faultyOrigin // cfg.Origin
 	alive  bool          // false once lost, until a fresh node joins
 
@@ -234,7 +237,7 @@ type node struct {
 // without one.
 func (n *node) flush(now int64, lat *latency) {
 	if n.gate == nil {
-		n.l.Flush()
+		n.h.Flush()
 		return
 	}
 	if n.flushed != nil {
@@ -245,7 +248,7 @@ func (n *node) flush(now int64, lat *latency) {
 	n.flushed = done
 	go func() {
 		defer close(done)
-		n.l.Flush()
+		n.h.Flush()
 	}()
 	n.await(now, lat)
 }
@@ -363,14 +366,11 @@ func (n *node) start() error {
 		}
 		n.co, n.fo.Origin = co, co
 	}
-	l, err := sluice.New(n.cfg)
+	l, h, err := drive.New[*sluice.Limiter](n.cfg, n.drive)
 	if err != nil {
 		return fmt.Errorf("sim: starting a node of %s: %w", n.cfg.Region, err)
 	}
-	n.l = l
-	if n.co != nil {
-		n.co.SetMerger(l)
-	}
+	n.l, n.h = l, h
 	return nil
 }
 

@@ -6,8 +6,8 @@
 // Redis) and the regions share an in-process global store (global/memory,
 // standing in for MySQL). All of them read one virtual clock. The simulator
 // generates the requests of a [Scenario] from a seeded random source, sends
-// each to a node, and drives replay (Limiter.Flush every replay interval)
-// and the global layer (Limiter.SyncGlobal every global interval) itself, in
+// each to a node, and drives replay (a flush every replay interval)
+// and the global layer (a round every global interval) itself, in
 // a fixed order, so that a run is a deterministic function of its scenario
 // and seed. The same requests, merged in time order, go through an exact
 // sliding-window model (the decision rule of docs/consistency.md on
@@ -117,6 +117,7 @@ type Band struct {
 // Contains reports whether pct lies in the band.
 func (b Band) Contains(pct float64) bool { return pct >= b.MinOverPct && pct <= b.MaxOverPct }
 
+// String returns the band as "min% to max%", as the reports print it.
 func (b Band) String() string {
 	return fmt.Sprintf("%s%% to %s%%", fmtPct(b.MinOverPct), fmtPct(b.MaxOverPct))
 }
@@ -152,15 +153,15 @@ type Scenario struct {
 	// detection). Default 5s.
 	FailureDetection time.Duration
 	// ReplayInterval is the virtual time between two replays of every node
-	// (Limiter.Flush). Default 25ms.
+	// (a replay round). Default 25ms.
 	ReplayInterval time.Duration
 	// GlobalInterval is the virtual time between two rounds of the global
-	// layer on every node (Limiter.SyncGlobal), with more than one region.
+	// layer on every node, with more than one region.
 	// Default 5s.
 	GlobalInterval time.Duration
 	// OriginMargin is each node's sluice.Config.OriginMargin: the share of
-	// the limit near which the origin decides. 0 takes the engine's
-	// default (0.2); a negative value turns it off.
+	// the limit near which the origin decides. Default 0.2, the engine's;
+	// a negative value turns it off.
 	OriginMargin float64
 	// ReplayLatency is how long a replay takes to reach the origin, in
 	// virtual time: its increments land that long after the round that
@@ -191,6 +192,7 @@ type Scenario struct {
 const (
 	DefaultReplayInterval = 25 * time.Millisecond
 	DefaultGlobalInterval = 5 * time.Second
+	DefaultOriginMargin   = 0.2
 	// DefaultFailureDetection is about what memberlist took to declare a
 	// killed node dead with sluice serve's settings, measured over real
 	// processes (5.0 to 5.4 s).
@@ -217,6 +219,9 @@ func (s Scenario) withDefaults() Scenario {
 	}
 	if s.GlobalInterval == 0 {
 		s.GlobalInterval = DefaultGlobalInterval
+	}
+	if s.OriginMargin == 0 {
+		s.OriginMargin = DefaultOriginMargin
 	}
 	if s.Origin == "" {
 		s.Origin = OriginShared
@@ -365,6 +370,7 @@ type FieldError struct {
 	Err   error
 }
 
+// Error names the file and line when known, the field, and the problem.
 func (e *FieldError) Error() string {
 	switch {
 	case e.File != "" && e.Line > 0:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	globalmemory "github.com/sluicehq/sluice/global/memory"
+	"github.com/sluicehq/sluice/internal/drive"
 	originmemory "github.com/sluicehq/sluice/origin/memory"
 )
 
@@ -17,9 +18,6 @@ import (
 // against the exact model, and returns the figures. Seed drives the lossy
 // calls. The caller fills in the band.
 func simulate(s Scenario, seed uint64, start int64, ids []identity, next func() (event, bool, error)) (Result, error) {
-	if s.OriginMargin == 0 {
-		s.OriginMargin = sluice.DefaultOriginMargin
-	}
 	r, err := deploy(s, seed, start, ids)
 	if err != nil {
 		return Result{}, err
@@ -120,7 +118,7 @@ func (r *run) startRegion(i int, down outages) error {
 		if store != nil {
 			n.fo.Origin = store
 		}
-		n.cfg = r.nodeConfig(i, n.fo)
+		n.cfg, n.drive = r.nodeConfig(i, n.fo)
 		if err := n.start(); err != nil {
 			return err
 		}
@@ -133,12 +131,11 @@ func (r *run) startRegion(i int, down outages) error {
 // nodeConfig returns the configuration of a node of region i on origin o:
 // every clock is the virtual one, no timer ticks on its own (the run
 // drives replay and global rounds) and no wall-clock deadline decides.
-func (r *run) nodeConfig(i int, o *faultyOrigin) sluice.Config {
+func (r *run) nodeConfig(i int, o *faultyOrigin) (sluice.Config, drive.Options) {
 	cfg := sluice.Config{
 		Region:          fmt.Sprintf("region-%d", i),
 		Origin:          o,
 		Clock:           r.clock.now,
-		ReplayTicks:     r.never,
 		ReplayInterval:  r.s.ReplayInterval,
 		OriginMargin:    r.s.OriginMargin,
 		OriginTimeout:   time.Minute, // the memory origin answers at once; no wall-clock deadline may decide
@@ -147,12 +144,9 @@ func (r *run) nodeConfig(i int, o *faultyOrigin) sluice.Config {
 		JanitorInterval: 24 * time.Hour, // no sweep on a wall-clock timer during a run
 	}
 	if r.store != nil {
-		cfg.Global = r.store
-		cfg.GlobalTicks = r.never
-		cfg.GlobalInterval = r.s.GlobalInterval
-		cfg.GlobalTimeout = time.Minute
+		cfg.Global = &sluice.GlobalConfig{Store: r.store, Interval: r.s.GlobalInterval, Timeout: time.Minute}
 	}
-	return cfg
+	return cfg, drive.Options{ReplayTicks: r.never, GlobalTicks: r.never}
 }
 
 // region returns the nodes of region i.
@@ -277,7 +271,7 @@ func (r *run) globalRound(ctx context.Context, at int64) {
 	r.clock.set(at)
 	for i := range r.nodes {
 		if n := r.nodes[(r.rounds+i)%len(r.nodes)]; n.alive {
-			_ = n.l.SyncGlobal(ctx)
+			_ = n.h.SyncGlobal(ctx)
 		}
 	}
 	r.rounds++

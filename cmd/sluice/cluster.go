@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/cluster"
 	"github.com/sluicehq/sluice/origin/redis"
@@ -145,17 +144,17 @@ func (c *serveCmd) clusterServices(services map[string]http.Handler) map[string]
 }
 
 // joinCluster, once the HTTP port (and so the peer RPC) listens on
-// httpAddr, routes exceed broadcasts to the limiter and joins the cluster:
+// httpAddr, joins the cluster (sluice.New routed the exceed broadcasts to
+// the limiter already):
 // through --cluster-join, else through the Redis registry with
 // --redis-url, else it waits to be joined. The node leaves as soon as ctx
 // ends (the shutdown signal), before the HTTP server drains, so the others
 // stop routing to it; the gossip stops at cleanup.
-func (c *serveCmd) joinCluster(ctx context.Context, httpAddr string, limiter *sluice.Limiter, log *slog.Logger, cl *cleanup) error {
+func (c *serveCmd) joinCluster(ctx context.Context, httpAddr string, log *slog.Logger, cl *cleanup) error {
 	o := c.origin
 	if o == nil {
 		return nil
 	}
-	o.SetMerger(limiter)
 	rpc, err := c.rpcURL(httpAddr)
 	if err != nil {
 		return err

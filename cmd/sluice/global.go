@@ -50,53 +50,30 @@ func (c *serveCmd) newGlobal(ctx context.Context, cfg *sluice.Config, log *slog.
 		return fmt.Errorf("--mysql-dsn (global layer): %w", err)
 	}
 	cl.add(func() { _ = s.Close() })
-	cfg.Global = s
-	cfg.GlobalInterval = c.GlobalInterval
-	cfg.GlobalObserver = m
-	cfg.DisableGlobalCounters = !c.GlobalCounters
-	cfg.DisableDenialPropagation = !c.DenialPropagation
-	cfg.DenialMinWindow = max(c.DenialMinWindow, time.Millisecond)
-	cfg.DenialMinUsage = c.DenialMinUsage
+	cfg.Global = &sluice.GlobalConfig{
+		Store:           s,
+		Interval:        c.GlobalInterval,
+		DisableCounters: !c.GlobalCounters,
+		DisableDenials:  !c.DenialPropagation,
+		DenialMinWindow: max(c.DenialMinWindow, time.Millisecond),
+		DenialMinUsage:  c.DenialMinUsage,
+	}
 	log.Info("global layer on", "store", "mysql", "interval", c.GlobalInterval,
 		"counters", c.GlobalCounters, "denial_propagation", c.DenialPropagation)
 	return nil
 }
 
-// globalMetrics exports the global layer as sluice_global_* metrics: the
-// limiter's rounds and the MySQL store's calls and breaker.
+// globalMetrics exports the MySQL global store's calls and breaker as
+// sluice_global_* metrics (the limiter's rounds are the server's metrics).
 type globalMetrics struct {
-	rows    *prometheus.CounterVec
-	rounds  *prometheus.CounterVec
-	lag     prometheus.Histogram
-	regions prometheus.Gauge
 	calls   *prometheus.CounterVec
 	breaker prometheus.Gauge
 }
 
-var (
-	_ sluice.GlobalObserver = (*globalMetrics)(nil)
-	_ mysql.Observer        = (*globalMetrics)(nil)
-)
+var _ mysql.Observer = (*globalMetrics)(nil)
 
 func newGlobalMetrics(reg prometheus.Registerer) *globalMetrics {
 	m := &globalMetrics{
-		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_global_rows_total",
-			Help: "Rows of the global layer by kind: published, pulled, denials_sent, denials_applied, denials_dropped, cleaned.",
-		}, []string{"kind"}),
-		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_global_rounds_total",
-			Help: "Rounds of the global layer (publish, pull, denial sync) by outcome: ok or error.",
-		}, []string{"outcome"}),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "sluice_global_round_seconds",
-			Help:    "Duration of a global round; with the interval, it bounds how stale imported counts are.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
-		}),
-		regions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_global_regions",
-			Help: "Regions present at the last pull.",
-		}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_global_store_calls_total",
 			Help: "Calls of the MySQL global store by operation and outcome (ok, error, timeout, unavailable, rejected, canceled).",
@@ -106,29 +83,8 @@ func newGlobalMetrics(reg prometheus.Registerer) *globalMetrics {
 			Help: "Circuit breaker of the MySQL global store: 0 closed, 1 half-open, 2 open.",
 		}),
 	}
-	reg.MustRegister(m.rows, m.rounds, m.lag, m.regions, m.calls, m.breaker)
+	reg.MustRegister(m.calls, m.breaker)
 	return m
-}
-
-// GlobalRound implements [sluice.GlobalObserver].
-func (m *globalMetrics) GlobalRound(st sluice.GlobalStats) {
-	for kind, n := range map[string]int{
-		"published": st.Published, "pulled": st.Pulled, "denials_sent": st.DenialsSent,
-		"denials_applied": st.DenialsSynced, "denials_dropped": st.DenialsLost, "cleaned": st.Cleaned,
-	} {
-		if n > 0 {
-			m.rows.WithLabelValues(kind).Add(float64(n))
-		}
-	}
-	if st.Regions > 0 {
-		m.regions.Set(float64(st.Regions))
-		m.lag.Observe(st.Elapsed.Seconds())
-	}
-	outcome := "ok"
-	if st.Err != nil {
-		outcome = "error"
-	}
-	m.rounds.WithLabelValues(outcome).Inc()
 }
 
 // ObserveCall implements [mysql.Observer].

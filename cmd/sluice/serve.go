@@ -291,7 +291,7 @@ func (c *serveCmd) listen(ctx context.Context, limiter *sluice.Limiter, reg prom
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
-	if err := c.joinCluster(ctx, ln.Addr().String(), limiter, log, cl); err != nil {
+	if err := c.joinCluster(ctx, ln.Addr().String(), log, cl); err != nil {
 		_ = ln.Close()
 		return nil, err
 	}

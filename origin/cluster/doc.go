@@ -22,7 +22,7 @@
 //
 // When an owner denies a strict-mode request (a cell at its limit), it
 // broadcasts the totals of both cells to every member, which raise their
-// local views to them through a [Merger] (the limiter): they then deny that
+// local views to them through [origin.Pusher] (the limiter): they then deny that
 // counter locally, with no call to the owner, until its window admits again.
 //
 // When the membership changes, identities move to their new owners. Each

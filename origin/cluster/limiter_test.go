@@ -20,7 +20,6 @@ func TestLimitersDenyAfterBroadcast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.o.SetMerger(l)
 		limiters[i] = l
 		t.Cleanup(func() { _ = l.Close() })
 	}
@@ -87,7 +86,6 @@ func TestPartitionHeals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.o.SetMerger(l)
 		limiters[i] = l
 		t.Cleanup(func() { _ = l.Close() })
 	}

@@ -71,7 +71,7 @@ func TestMembershipThroughDNS(t *testing.T) {
 		mux.Handle(path, h)
 		srv := httptest.NewServer(mux)
 		m := &recordingMerger{}
-		o.SetMerger(m)
+		o.OnPush(m.MergeRemote)
 		ms, err := Join(MembershipConfig{Origin: o, BindAddr: gossip, RPCAddr: srv.URL, Secret: "s3cret",
 			Discover: SeedsDiscover([]string{"sluice.test:" + strconv.Itoa(port)}, resolver)})
 		if err != nil {

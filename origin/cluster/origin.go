@@ -41,13 +41,6 @@ var (
 // DefaultTimeout bounds one peer RPC when the caller's context allows more.
 const DefaultTimeout = 250 * time.Millisecond
 
-// Merger receives the totals of an owner's exceed broadcast: it raises its
-// local view of cell to total (never lowers it). The limiter implements it
-// ([sluice.Limiter.MergeRemote]); it must be safe for concurrent use and fast.
-type Merger interface {
-	MergeRemote(cell origin.Cell, total int64)
-}
-
 // BreakerConfig tunes the circuit breaker of each peer.
 type BreakerConfig struct {
 	// ConsecutiveFailures opens the breaker. Default 3.
@@ -144,7 +137,7 @@ type Origin struct {
 	mu   sync.Mutex // serialises SetPeers
 	view atomic.Pointer[view]
 
-	merger    atomic.Pointer[Merger]
+	merger    atomic.Pointer[func(origin.Cell, int64)]
 	broadcast atomic.Pointer[func(exceed)]
 
 	seen     *seen
@@ -205,9 +198,10 @@ func (o *Origin) Incarnation() string { return o.incarnation }
 // Ring returns the ring in force.
 func (o *Origin) Ring() *Ring { return o.view.Load().ring }
 
-// SetMerger sets the receiver of exceed broadcasts (the limiter). Until it
-// is set, broadcasts are only remembered for re-homing.
-func (o *Origin) SetMerger(m Merger) { o.merger.Store(&m) }
+// OnPush implements [origin.Pusher]: f receives the totals of the owners'
+// exceed broadcasts (sluice.New sets it to the limiter's). Until it is set,
+// broadcasts are only remembered for re-homing.
+func (o *Origin) OnPush(f func(cell origin.Cell, total int64)) { o.merger.Store(&f) }
 
 // setBroadcaster sets how an exceed is sent to every other member.
 func (o *Origin) setBroadcaster(f func(exceed)) { o.broadcast.Store(&f) }
@@ -679,9 +673,9 @@ func (o *Origin) mergeLocal(key origin.Key, seq int64, counts origin.Counts) {
 		return
 	}
 	if counts.Previous > 0 {
-		(*m).MergeRemote(origin.Cell{Key: key, Sequence: seq - 1}, counts.Previous)
+		(*m)(origin.Cell{Key: key, Sequence: seq - 1}, counts.Previous)
 	}
-	(*m).MergeRemote(origin.Cell{Key: key, Sequence: seq}, counts.Current)
+	(*m)(origin.Cell{Key: key, Sequence: seq}, counts.Current)
 }
 
 // checkKey refuses a key whose names exceed MaxKeyBytes.

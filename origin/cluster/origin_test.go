@@ -139,7 +139,7 @@ func newTestClusterWith(t *testing.T, n int, base Config) []*testNode {
 		srv.Config.Protocols.SetUnencryptedHTTP2(true)
 		srv.Start()
 		m := &recordingMerger{}
-		o.SetMerger(m)
+		o.OnPush(m.MergeRemote)
 		nd.srv, nd.merger = srv, m
 		nodes[i] = nd
 		t.Cleanup(func() { srv.Close(); o.Close() })

@@ -20,7 +20,7 @@ const (
 	MaxKeyBytes = 9 << 10
 	// maxCallCells bounds the deltas of one apply call and the seeds of one
 	// seed call: the limiter's default replay batch
-	// (sluice.DefaultReplayBatch). A larger batch is split into calls.
+	// (256 cells). A larger batch is split into calls.
 	maxCallCells = 256
 	// maxSeedShares bounds the writers' shares of one seed on the wire; a
 	// cell with more is sent as several seeds (see toWireSeeds).

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+)
+
+// globalMetrics export the limiter's rounds of the global layer as
+// sluice_global_* metrics. Their series appear with the first round, so a
+// server without a global layer exports none of them.
+type globalMetrics struct {
+	rows    *prometheus.CounterVec
+	rounds  *prometheus.CounterVec
+	lag     *prometheus.HistogramVec
+	regions *prometheus.GaugeVec
+}
+
+func newGlobalMetrics() globalMetrics {
+	return globalMetrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_global_rows_total",
+			Help: "Rows of the global layer by kind: published, pulled, denials_sent, denials_applied, denials_dropped, cleaned.",
+		}, []string{"kind"}),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_global_rounds_total",
+			Help: "Rounds of the global layer (publish, pull, denial sync) by outcome: ok or error.",
+		}, []string{"outcome"}),
+		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_global_round_seconds",
+			Help:    "Duration of a global round; with the interval, it bounds how stale imported counts are.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}, nil),
+		regions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_global_regions",
+			Help: "Regions present at the last pull.",
+		}, nil),
+	}
+}
+
+func (g globalMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{g.rows, g.rounds, g.lag, g.regions}
+}
+
+// GlobalRound implements [sluice.Observer].
+func (m *Metrics) GlobalRound(st sluice.GlobalStats) {
+	g := m.global
+	for kind, n := range map[string]int{
+		"published": st.Published, "pulled": st.Pulled, "denials_sent": st.DenialsSent,
+		"denials_applied": st.DenialsSynced, "denials_dropped": st.DenialsLost, "cleaned": st.Cleaned,
+	} {
+		if n > 0 {
+			g.rows.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+	if st.Regions > 0 {
+		g.regions.WithLabelValues().Set(float64(st.Regions))
+		g.lag.WithLabelValues().Observe(st.Elapsed.Seconds())
+	}
+	outcome := "ok"
+	if st.Err != nil {
+		outcome = "error"
+	}
+	g.rounds.WithLabelValues(outcome).Inc()
+}
