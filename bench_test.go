@@ -47,6 +47,22 @@ func BenchmarkRatelimitWarmClock(b *testing.B) {
 	}
 }
 
+// BenchmarkRatelimitWarmServer is one warm counter with a workspace and a
+// namespace, as the server calls the limiter, on the limiter's own clock:
+// compare it with BenchmarkXTimeRateAllow in the same run.
+func BenchmarkRatelimitWarmServer(b *testing.B) {
+	l := newLimiter(b, sluice.Config{})
+	ctx := context.Background()
+	r := sluice.Request{Workspace: "ws_3xPq8a1LmZk2", Namespace: "api.requests", Identifier: "user_2bX9fK1qW7",
+		Limit: benchLimit, Duration: time.Minute, Cost: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Ratelimit(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRatelimitWarmParallel runs GOMAXPROCS goroutines, each on its own
 // warm counter (the common case: many users, one process).
 func BenchmarkRatelimitWarmParallel(b *testing.B) {
