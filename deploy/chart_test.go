@@ -70,7 +70,8 @@ func chartCases(redisURL, mysqlDSN, region string) []chartCase {
 }
 
 // TestChart renders the chart with the real `helm template` for each case
-// of chartCases, checks its manifests (checkManifests), and starts the pod
+// of chartCases, lints it (`helm lint --strict`), checks its manifests
+// (checkManifests), and starts the pod
 // as rendered on loopback (bootPod); then it checks that values which
 // could not start are refused at rendering, with a message.
 func TestChart(t *testing.T) {
@@ -83,6 +84,9 @@ func TestChart(t *testing.T) {
 			docs, err := renderChart(t, helm, c.values)
 			if err != nil {
 				t.Fatalf("helm template: %v", err)
+			}
+			if err := lintChart(t, helm, c.values); err != nil {
+				t.Errorf("helm lint --strict: %v", err)
 			}
 			w := checkManifests(t, c, docs)
 			if t.Failed() {

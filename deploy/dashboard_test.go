@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -378,5 +380,36 @@ func writeFile(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDashboardPromQLSyntax parses every query of the dashboard with
+// Prometheus' own parser: each becomes a recording rule (Grafana's
+// variables replaced by values) that `promtool check rules` must accept.
+// It skips when promtool (Debian's package prometheus) is not installed.
+func TestDashboardPromQLSyntax(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (apt-get install prometheus)")
+	}
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rules []rule
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "$instance", ".*")
+	for _, p := range loadDashboard(t) {
+		for i, q := range p.Targets {
+			rules = append(rules, rule{Record: fmt.Sprintf("dashboard:panel_%d_%d", p.ID, i), Expr: vars.Replace(q.Expr)})
+		}
+	}
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	raw, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, file, string(raw))
+	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 }

@@ -65,22 +65,42 @@ const (
 // its manifests, or helm's error output.
 func renderChart(t *testing.T, helm string, values map[string]any) ([]manifest, error) {
 	t.Helper()
-	dir := t.TempDir()
 	raw, err := yaml.Marshal(values)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(helm, "template", releaseName, chartDir, "--namespace", releaseNamespace, "--values", "-")
-	cmd.Stdin = bytes.NewReader(raw)
+	out, err := runHelm(t.TempDir(), raw, helm, "template", releaseName, chartDir, "--namespace", releaseNamespace, "--values", "-")
+	if err != nil {
+		return nil, err
+	}
+	return parseManifests(t, out), nil
+}
+
+// lintChart runs `helm lint --strict` on the chart with values.
+func lintChart(t *testing.T, helm string, values map[string]any) error {
+	t.Helper()
+	raw, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = runHelm(t.TempDir(), raw, helm, "lint", "--strict", chartDir, "--namespace", releaseNamespace, "--values", "-")
+	return err
+}
+
+// runHelm runs helm with args and values on its standard input, its state
+// in dir, and returns its output or an error holding all it printed.
+func runHelm(dir string, values []byte, helm string, args ...string) ([]byte, error) {
+	cmd := exec.Command(helm, args...)
+	cmd.Stdin = bytes.NewReader(values)
 	// helm keeps no state of the test's in the user's folders.
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(dir, "config"), "HELM_DATA_HOME="+filepath.Join(dir, "data"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, errors.New(strings.TrimSpace(stderr.String()))
+		return nil, errors.New(strings.TrimSpace(stderr.String() + "\n" + stdout.String()))
 	}
-	return parseManifests(t, stdout.Bytes()), nil
+	return stdout.Bytes(), nil
 }
 
 // manifest is one Kubernetes object of the rendered chart.
