@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the real services Sluice's tests use: Redis on 127.0.0.1:6379,
 # a Redis Cluster of 3 masters with one replica each on 127.0.0.1:7101-7106,
-# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`), and
-# Node.js with npm for the Unkey SDK check.
+# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`),
+# Node.js with npm for the Unkey SDK check, and Helm for the chart's test.
 # It reuses a running server, else starts one from the installed binaries, else
 # (as root on Debian) installs it from Debian's packages. If it cannot, it
 # stops and prints the exact command to run.
@@ -129,8 +129,28 @@ node_up() {
   apt_install nodejs npm
 }
 
+# helm_up installs Helm, pinned, from its Go module into $(go env GOPATH)/bin
+# (or GOBIN) for deploy/TestChart, which renders the chart with
+# `helm template` and fails rather than skips when CI is set. A helm of that
+# version already there is kept; the first build takes some minutes.
+HELM_VERSION=v3.22.0
+helm_bin() {
+  local dir
+  dir=$(go env GOBIN)
+  echo "${dir:-$(go env GOPATH)/bin}/helm"
+}
+helm_up() {
+  local bin
+  bin=$(helm_bin)
+  [ "$(go version -m "$bin" 2>/dev/null | awk '$1 == "mod" && $2 == "helm.sh/helm/v3" { print $3 }')" = "$HELM_VERSION" ] && return 0
+  echo "services: installing helm $HELM_VERSION with go install into ${bin%/helm}" >&2
+  (cd / && go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") ||
+    { echo "services: installing helm failed; run: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2; exit 1; }
+}
+
 redis_up
 cluster_up
 mysql_up
 node_up
-echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null)" >&2
+helm_up
+echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null), helm $HELM_VERSION at $(helm_bin)" >&2
