@@ -76,7 +76,32 @@ func TestContainerImage(t *testing.T) {
 
 	t.Run("config", func(t *testing.T) { checkImageConfig(ctx, t, image) })
 	t.Run("files", func(t *testing.T) { checkImageFiles(ctx, t, image) })
+	t.Run("check", func(t *testing.T) { checkImageDefaults(ctx, t, image) })
 	t.Run("serves", func(t *testing.T) { checkImageServes(ctx, t, image) })
+}
+
+// checkImageDefaults runs `sluice check` in the image, on its own
+// settings: without a root key it must refuse the public address it
+// listens on, and accept it with one.
+func checkImageDefaults(ctx context.Context, t *testing.T, image string) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		fail bool
+		want string
+	}{
+		{"no root key", nil, true, "--http-addr 0.0.0.0:7070 is not a loopback address and no root key is configured"},
+		{"a root key", []string{"-e", "SLUICE_ROOT_KEYS=" + imageRootKey + ":acme"}, false,
+			`ok: serve would listen on 0.0.0.0:7070 (admin "0.0.0.0:7071"), region local, origin memory, store sqlite, 1 root key(s)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"run", "--rm", "--network", "none"}, tc.env...), image, "check")
+			out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+			if (err != nil) != tc.fail || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("docker run %s check: %v\n%s\nwant it to fail: %v, and to print %q", image, err, out, tc.fail, tc.want)
+			}
+		})
+	}
 }
 
 // checkImageConfig fails unless the image runs /sluice serve as user
