@@ -129,7 +129,7 @@ func checkConfig(parser *kong.Kong, flags *checkFlags, args []string, exit *int)
 	var keys map[string]int
 	if file != "" {
 		var fileProblems []problem
-		keys, fileProblems = checkConfigFile(file, parser.Model.Node.Flags)
+		keys, fileProblems = checkConfigFile(file, parser.Model.Flags)
 		if len(fileProblems) > 0 {
 			return fileProblems, "", false // the flags are checked once the file is fine
 		}
@@ -214,7 +214,7 @@ func (s sources) locate(parser *kong.Kong, err error) problem {
 	if s.argv[name] {
 		return problem{where: "command line", msg: msg}
 	}
-	for _, f := range parser.Model.Node.Flags {
+	for _, f := range parser.Model.Flags {
 		if f.Name != name {
 			continue
 		}
@@ -240,7 +240,7 @@ func offlineChecks(c *serveCmd, src sources, parser *kong.Kong) []problem {
 		errs = append(errs, err)
 	}
 	if c.tlsEnabled() {
-		if _, _, err := c.TLSFlags.load(); err != nil {
+		if _, _, err := c.load(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -185,8 +185,11 @@ func imageFiles(path string) (map[string]imageEntry, error) {
 		return nil, err
 	}
 	var manifest []struct{ Layers []string }
-	if err := json.Unmarshal(outer["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
-		return nil, fmt.Errorf("manifest.json: %v (%d images)", err, len(manifest))
+	if err := json.Unmarshal(outer["manifest.json"], &manifest); err != nil {
+		return nil, fmt.Errorf("manifest.json: %w", err)
+	}
+	if len(manifest) != 1 {
+		return nil, fmt.Errorf("manifest.json: %d images, want 1", len(manifest))
 	}
 	files := map[string]imageEntry{}
 	for _, layer := range manifest[0].Layers {
