@@ -4,7 +4,7 @@ GO      ?= go
 LINT    ?= golangci-lint
 PKGS    ?= ./...
 
-.PHONY: test services unit bench lint run accuracy chaos
+.PHONY: test services unit bench lint run accuracy chaos release image
 
 # Packages run one at a time (-p 1): several hold real-time load tests
 # (accuracy against the reference model over real processes) that would
@@ -41,3 +41,17 @@ accuracy:
 CHAOS_DURATION ?= 5m
 chaos: services
 	SLUICE_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -run '^TestChaos$$' -v -timeout 30m ./e2e
+
+# release builds static binaries (CGO_ENABLED=0, -trimpath) of cmd/sluice
+# into dist/ as sluice-<os>-<arch>, stamped with VERSION (default: git
+# describe --tags --always --dirty), the commit and the build date, and
+# writes dist/SHA256SUMS (check it with: cd dist && sha256sum -c SHA256SUMS).
+# TARGETS="linux/amd64" builds a subset (docs/deploy.md).
+release:
+	scripts/release.sh
+
+# image builds the container image sluice:$(VERSION) (FROM scratch: the
+# binary and a CA bundle, user 65532) from a linux binary of the host's
+# architecture; it needs a running Docker daemon (docs/deploy.md).
+image:
+	scripts/image.sh

@@ -3,7 +3,8 @@
 //	sluice serve     run the HTTP API (Unkey v2 compatible)
 //	sluice hash-key  print the SHA-256 of a root key read from standard input
 //	sluice sim       simulate deployments in virtual time (docs/sim.md)
-//	sluice version   print the version
+//	sluice check     validate a configuration without serving
+//	sluice version   print the version, commit, build date and Go version
 //
 // Every flag can also be set with an environment variable SLUICE_<FLAG>
 // (dashes become underscores; --root-key is SLUICE_ROOT_KEYS,
@@ -17,13 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/alecthomas/kong"
 )
-
-// version is set at link time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
 
 // cli is the command line.
 type cli struct {
@@ -31,18 +28,8 @@ type cli struct {
 	Serve   serveCmd        `cmd:"" help:"Run the HTTP API server."`
 	HashKey hashKeyCmd      `cmd:"" name:"hash-key" help:"Print the SHA-256 of a root key read from standard input, for --root-key-sha256."`
 	Sim     simCmd          `cmd:"" help:"Simulate deployments in virtual time and compare them with the exact model (docs/sim.md)."`
-	Version versionCmd      `cmd:"" help:"Print the version and exit."`
-}
-
-type versionCmd struct{}
-
-func (versionCmd) Run(out io.Writer) error {
-	goVersion := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-	}
-	_, err := fmt.Fprintf(out, "sluice %s (%s)\n", version, goVersion)
-	return err
+	Check   checkCmd        `cmd:"" help:"Validate a configuration (the flags of serve, --config, --rls-config and the files they name) without serving; exit status 1 when it has problems."`
+	Version versionCmd      `cmd:"" help:"Print the version, commit, build date and Go version, and exit."`
 }
 
 func main() {
@@ -51,16 +38,12 @@ func main() {
 
 // run parses args and runs the chosen command; it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if rest, ok := checkArgs(args); ok {
+		return runCheck(ctx, rest, stdout, stderr)
+	}
 	var c cli
 	exit := -1
-	parser, err := kong.New(&c,
-		kong.Name("sluice"),
-		kong.Description("Sluice: a distributed rate limiter with an Unkey-compatible HTTP API."),
-		kong.UsageOnError(),
-		kong.DefaultEnvars("SLUICE"),
-		kong.Configuration(yamlLoader),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code; panic(exitPanic{}) }),
+	parser, err := newParser(&c, "sluice", "Sluice: a distributed rate limiter with an Unkey-compatible HTTP API.", stdout, stderr, &exit,
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.BindTo(stdin, (*io.Reader)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),
@@ -93,6 +76,27 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	return code
+}
+
+// newParser returns the kong parser of target with the options every
+// sluice command line shares: SLUICE_* variables, the YAML --config
+// loader, and an exit (--help) that stores its code in exit and unwinds
+// with exitPanic, for the caller to recover.
+func newParser(target any, name, description string, stdout, stderr io.Writer, exit *int, more ...kong.Option) (*kong.Kong, error) {
+	opts := append([]kong.Option{
+		kong.Name(name),
+		kong.Description(description),
+		kong.UsageOnError(),
+		kong.DefaultEnvars("SLUICE"),
+		kong.Configuration(yamlLoader),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { *exit = code; panic(exitPanic{}) }),
+	}, more...)
+	parser, err := kong.New(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("command line: %w", err)
+	}
+	return parser, nil
 }
 
 // exitPanic unwinds kong's --help exit into run's return value.

@@ -73,59 +73,110 @@ type serveCmd struct {
 	argv map[string]bool // the flags set on the command line, by AfterApply
 }
 
-// Validate checks the flags that kong's tags cannot.
+// Validate checks the flags that kong's tags cannot. It reports every
+// problem it finds, not only the first: the error is a configErrors.
 func (c *serveCmd) Validate() error {
+	var errs configErrors
+	for _, err := range []error{
+		c.validateAddrs(),
+		c.GlobalFlags.validate(),
+		c.TLSFlags.validate(),
+		c.AdminFlags.validate(),
+		c.RLSFlags.validate(c.RLSConfig, c.TLSFlags),
+		c.validateOrigin(),
+		c.validateLimits(),
+		c.validateStore(),
+		c.validateTracing(),
+	} {
+		var more configErrors
+		switch {
+		case err == nil:
+		case errors.As(err, &more):
+			errs = append(errs, more...)
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if _, err := c.rootKeys(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+// configErrors is every problem found in a configuration, one per flag
+// at most for each check.
+type configErrors []error
+
+// Error joins the problems, one per line.
+func (e configErrors) Error() string { return errors.Join(e...).Error() }
+
+// Unwrap returns the problems, for errors.Is and errors.As.
+func (e configErrors) Unwrap() []error { return e }
+
+// join returns nil for no error and a configErrors otherwise.
+func join(errs ...error) error {
+	var out configErrors
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// validateAddrs checks --http-addr and --region.
+func (c *serveCmd) validateAddrs() error {
+	var errs []error
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		return fmt.Errorf("--http-addr %q: %w", c.HTTPAddr, err)
-	}
-	if err := c.GlobalFlags.validate(); err != nil {
-		return err
-	}
-	if err := c.TLSFlags.validate(); err != nil {
-		return err
-	}
-	if err := c.AdminFlags.validate(); err != nil {
-		return err
-	}
-	if err := c.RLSFlags.validate(c.RLSConfig, c.TLSFlags); err != nil {
-		return err
+		errs = append(errs, fmt.Errorf("--http-addr %q: %w", c.HTTPAddr, err))
 	}
 	if c.Region == "" {
-		return errors.New("--region must not be empty")
+		errs = append(errs, errors.New("--region must not be empty"))
 	}
+	return join(errs...)
+}
+
+// validateOrigin checks --redis-url and --origin.
+func (c *serveCmd) validateOrigin() error {
+	var errs []error
 	if c.RedisURL != "" {
 		u, err := url.Parse(c.RedisURL)
 		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") || (u.Host == "" && u.Scheme != "unix") {
-			return fmt.Errorf("--redis-url %q: want redis://[user:pass@]host:port[/db], rediss://… or unix://…", c.RedisURL)
+			errs = append(errs, fmt.Errorf("--redis-url %q: want redis://[user:pass@]host:port[/db], rediss://… or unix://…", c.RedisURL))
 		}
 	}
 	if c.Origin == "redis" && c.RedisURL == "" {
-		return errors.New("--origin redis needs --redis-url")
+		errs = append(errs, errors.New("--origin redis needs --redis-url"))
 	}
-	if _, err := c.rootKeys(); err != nil {
-		return err
+	return join(errs...)
+}
+
+// validateLimits checks the caps and timings.
+func (c *serveCmd) validateLimits() error {
+	var errs []error
+	check := func(bad bool, msg string) {
+		if bad {
+			errs = append(errs, errors.New(msg))
+		}
 	}
-	if c.MaxCounters < 0 {
-		return errors.New("--max-counters must not be negative")
-	}
-	if c.MaxCountersPerWorkspace < 0 {
-		return errors.New("--max-counters-per-workspace must not be negative")
-	}
-	if c.MaxNamespaces < 0 {
-		return errors.New("--max-namespaces must not be negative")
-	}
-	if c.MaxConns < 1 {
-		return errors.New("--max-conns must be at least 1")
-	}
-	if c.MaxOverrides < 0 {
-		return errors.New("--max-overrides must not be negative")
-	}
-	if c.ShutdownTimeout <= 0 {
-		return errors.New("--shutdown-timeout must be positive")
-	}
-	if c.OverrideRefresh <= 0 {
-		return errors.New("--override-refresh must be positive")
-	}
+	check(c.MaxCounters < 0, "--max-counters must not be negative")
+	check(c.MaxCountersPerWorkspace < 0, "--max-counters-per-workspace must not be negative")
+	check(c.MaxNamespaces < 0, "--max-namespaces must not be negative")
+	check(c.MaxConns < 1, "--max-conns must be at least 1")
+	check(c.MaxOverrides < 0, "--max-overrides must not be negative")
+	check(c.ShutdownTimeout <= 0, "--shutdown-timeout must be positive")
+	check(c.OverrideRefresh <= 0, "--override-refresh must be positive")
+	return join(errs...)
+}
+
+// validateStore checks that the store chosen has what it needs.
+func (c *serveCmd) validateStore() error {
 	switch {
 	case c.Store == "redis" && c.RedisURL == "":
 		return errors.New("--store redis needs --redis-url")
@@ -134,15 +185,21 @@ func (c *serveCmd) Validate() error {
 	case c.storeKind() == "sqlite" && c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
 	}
+	return nil
+}
+
+// validateTracing checks --otel-endpoint and --otel-sample-ratio.
+func (c *serveCmd) validateTracing() error {
+	var errs []error
 	if c.OTelEndpoint != "" {
 		if _, err := tracesURL(c.OTelEndpoint); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	if !(c.OTelSampleRatio >= 0 && c.OTelSampleRatio <= 1) {
-		return fmt.Errorf("--otel-sample-ratio %v: want a number from 0 to 1", c.OTelSampleRatio)
+		errs = append(errs, fmt.Errorf("--otel-sample-ratio %v: want a number from 0 to 1", c.OTelSampleRatio))
 	}
-	return nil
+	return join(errs...)
 }
 
 func (c *serveCmd) rootKeys() ([]server.RootKey, error) {
