@@ -24,6 +24,10 @@ const (
 	MaxNameBytes = 512
 	// MaxChecks bounds the checks of one multiLimit call.
 	MaxChecks = 100
+	// MaxWildcards bounds the '*' of an override's identifier: a decision
+	// may place every literal run of every pattern whose pieces all occur
+	// in its identifier, so the runs a pattern may hold bound its cost.
+	MaxWildcards = 8
 	// DefaultListLimit and MaxListLimit bound a listOverrides page.
 	DefaultListLimit = 10
 	MaxListLimit     = 100
@@ -474,6 +478,9 @@ func decodeSetOverride(data []byte) (overrideInput, errs) {
 		}
 	})
 	d.finish()
+	if strings.Count(in.Identifier, "*") > MaxWildcards {
+		d.errs.add(o.field(overrideIdentifier), fmt.Sprintf("holds more than %d '*' wildcards", MaxWildcards), "Use fewer wildcards: each '*' matches any run of bytes, so consecutive ones can be merged.")
+	}
 	return in, d.result()
 }
 

@@ -28,10 +28,14 @@ import (
 //   - pairs: i×"a" + "*b*" + j×"a" for i, j from 1 to 100: 10,000
 //     distinct pairs of prefix and suffix, each of which the identifier has;
 //   - runs: "a*" + k×"a" + "b" + j×"a" + "*a" against an identifier of
-//     256 "a", "b", 255 "a": prefix, suffix and every byte pair of the
-//     middle occur in the identifier, yet the middle does not (k ≥ 256), so
-//     only a full match can tell. This is the case the index does not
-//     cover: every such pattern is matched in full.
+//     256 "a", "b", 255 "a": prefix, suffix and every byte and byte pair
+//     of the middle occur in the identifier, yet the middle does not
+//     (k ≥ 256), so only the run itself tells;
+//   - order: "*" + i×"a" + "c*b" + j×"a" + "*" against "b" + 510×"a" + "c":
+//     every piece of every pattern occurs in the identifier, but in the
+//     wrong order, so each pattern is a candidate whose runs are placed;
+//   - most: the same with as many runs as MaxWildcards allows ("*" +
+//     5×"a*" before them, 7 runs in all), the costliest shape we know.
 var adversarialOverrides = map[string]func(i int) string{
 	"suffix": func(i int) string { return "*" + strings.Repeat("a", 250) + fmt.Sprintf("b%05d", i) },
 	"prefix": func(i int) string { return strings.Repeat("a", 250) + fmt.Sprintf("b%05d", i) + "*" },
@@ -43,13 +47,22 @@ var adversarialOverrides = map[string]func(i int) string{
 	"runs": func(i int) string {
 		return "a*" + strings.Repeat("a", 256+i%200) + "b" + strings.Repeat("a", 1+i/200) + "*a"
 	},
+	"order": func(i int) string {
+		return "*" + strings.Repeat("a", 1+i/100) + "c*b" + strings.Repeat("a", 1+i%100) + "*"
+	},
+	"most": func(i int) string {
+		return "*" + strings.Repeat("a*", MaxWildcards-3) + strings.Repeat("a", 1+i/100) + "c*b" + strings.Repeat("a", 1+i%100) + "*"
+	},
 }
 
 // adversarialIdentifier is the identifier each set of adversarialOverrides
 // is sent with: 512 bytes, the longest the API accepts.
 func adversarialIdentifier(shape string) string {
-	if shape == "runs" {
+	switch shape {
+	case "runs":
 		return strings.Repeat("a", 256) + "b" + strings.Repeat("a", 255)
+	case "order", "most":
+		return "b" + strings.Repeat("a", 510) + "c"
 	}
 	return strings.Repeat("a", 512)
 }
@@ -111,7 +124,7 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 //
 //	go test -run '^$' -bench LimitAdversarialOverrides -benchtime 5000x ./server
 func BenchmarkLimitAdversarialOverrides(b *testing.B) {
-	shapes := []string{"none", "suffix", "prefix", "infix", "ends", "pairs", "runs"}
+	shapes := []string{"none", "suffix", "prefix", "infix", "ends", "pairs", "runs", "order", "most"}
 	for _, shape := range shapes {
 		b.Run(shape, func(b *testing.B) {
 			n, id := 10_000, adversarialIdentifier(shape)

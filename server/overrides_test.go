@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,6 +48,37 @@ func TestOverrideCap(t *testing.T) {
 				!strings.Contains(detail, "2 overrides") || !strings.Contains(detail, "--max-overrides") ||
 				!strings.Contains(locs, "body.identifier: would create an override beyond the namespace's limit of 2") {
 				t.Fatalf("not Unkey's error body naming the bound: %s", r.raw)
+			}
+		})
+	}
+}
+
+// TestOverrideWildcardCap checks that an override identifier holds at most
+// MaxWildcards '*': one more gets a 400 naming the bound and the field, and
+// nothing is stored.
+func TestOverrideWildcardCap(t *testing.T) {
+	h := newServerOver(t, newMemStore(), Config{}).Handler()
+	for _, tc := range []struct {
+		name, identifier string
+		code             int
+	}{
+		{"at the bound", strings.Repeat("a*", MaxWildcards), 200},
+		{"one more", strings.Repeat("a*", MaxWildcards+1), 400},
+		{"consecutive stars count too", strings.Repeat("*", MaxWildcards+1), 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, h, http.MethodPost, "/v2/ratelimit.setOverride", "Bearer k", "application/json",
+				`{"namespace":"api","identifier":"`+tc.identifier+`","limit":1,"duration":1000}`)
+			if r.code != tc.code {
+				t.Fatalf("status %d, want %d: %s", r.code, tc.code, r.raw)
+			}
+			if tc.code == 400 && (!strings.Contains(r.raw, "body.identifier") || !strings.Contains(r.raw, fmt.Sprintf("%d '*'", MaxWildcards))) {
+				t.Fatalf("the error does not name the field and the bound: %s", r.raw)
+			}
+			g := do(t, h, http.MethodPost, "/v2/ratelimit.getOverride", "Bearer k", "application/json",
+				`{"namespace":"api","identifier":"`+tc.identifier+`"}`)
+			if stored := g.code == 200; stored != (tc.code == 200) {
+				t.Fatalf("getOverride answers %d after a setOverride that answered %d", g.code, tc.code)
 			}
 		})
 	}
@@ -104,7 +136,7 @@ func TestOverridePrecedenceThroughTheAPI(t *testing.T) {
 func TestAdversarialOverridesCost(t *testing.T) {
 	const budget = time.Millisecond
 	base := quantile(limitLatencies(t, serverWithOverrides(t, "none", 0), adversarialIdentifier("none"), 2000), 0.99)
-	for _, shape := range []string{"suffix", "prefix", "infix", "ends", "pairs"} {
+	for _, shape := range []string{"suffix", "prefix", "infix", "ends", "pairs", "runs", "order", "most"} {
 		t.Run(shape, func(t *testing.T) {
 			h := serverWithOverrides(t, shape, 10_000)
 			p99 := quantile(limitLatencies(t, h, adversarialIdentifier(shape), 2000), 0.99)

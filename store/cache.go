@@ -261,7 +261,8 @@ func (c *Cache) EnsureNamespace(ctx context.Context, workspace, idOrName string)
 // Match returns the override of the namespace that applies to identifier:
 // the exact one if any, else the most specific matching pattern (see
 // [MoreSpecific]). Its cost grows with the identifier's length, not with the
-// number of patterns whose literal prefix or suffix the identifier lacks.
+// patterns that lack one of the identifier's pieces (literal prefix, suffix
+// or run); see docs/server.md.
 func (c *Cache) Match(namespaceID, identifier string) (Override, bool) {
 	return c.index(namespaceID).lookup(identifier)
 }

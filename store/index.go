@@ -4,55 +4,47 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"maps"
-	"math/rand/v2"
 	"slices"
-	"sort"
+	"strings"
 )
 
 // overrideIndex finds the override that applies to an identifier within one
-// namespace:
+// namespace: exact identifiers by hash, wildcard patterns through a
+// wildSet, which never looks at a pattern the identifier cannot match
+// (see wildSet for the cost of a lookup).
 //
-//   - exact identifiers are found by hash;
-//   - wildcard patterns are grouped by their literal prefix (the bytes
-//     before the first '*') and, within a prefix, by their literal suffix
-//     (the bytes after the last '*'). A lookup asks each map only for the
-//     prefixes and suffixes the identifier actually has, one lookup per
-//     distinct prefix or suffix length held, so patterns whose prefix or
-//     suffix the identifier lacks are never looked at, however many there
-//     are;
-//   - a pattern whose prefix and suffix fit is then checked against the
-//     identifier's bytes and byte pairs (signature) before its middle is
-//     matched, in time linear in the lengths of both.
-//
-// Each group holds its patterns most specific first, so a lookup stops in a
-// group at its first match and skips groups that cannot beat the best match
-// so far. An index is immutable: with and without return a changed copy
-// that shares what did not change, so readers never lock.
+// An index is immutable: with and without return a changed copy, so
+// readers never lock. Rebuilding the wildSet on every write would cost a
+// write time linear in all the namespace's patterns, so a write leaves the
+// wildSet as it is and notes the change beside it: patterns set since it was
+// built (fresh, matched one by one) and patterns it holds that were since
+// replaced or deleted (gone, skipped). When maxStale changes have piled up,
+// the next write rebuilds the wildSet, so a write costs on average a
+// maxStale-th of a rebuild, and a lookup matches at most maxStale fresh
+// patterns one by one.
 type overrideIndex struct {
 	exact map[string]*Override // pointers, so that a copy on write copies 8 bytes an entry
-	wild  wildIndex
-	n     int    // overrides held
-	sum   uint64 // the sum of their fingerprints (see sameAs)
+	wild  map[string]*wildcard // every wildcard held, by pattern
+	set   *wildSet             // the wildcards held when it was built, or nil
+	fresh []*wildcard          // wildcards set since set was built
+	gone  map[string]struct{}  // patterns of set replaced or deleted since it was built
+	n     int                  // overrides held
+	sum   uint64               // the sum of their fingerprints (see sameAs)
 }
 
-// wildIndex holds the wildcard overrides of an index by literal prefix.
-type wildIndex struct {
-	byPrefix   map[string]*prefixGroup
-	prefixLens []int // the distinct lengths of byPrefix's keys, longest first
-}
+// maxStale is how many changes to the wildcards an index takes before it
+// rebuilds its wildSet (a variable so that tests can make it small).
+var maxStale = 64
 
-// prefixGroup holds the wildcard overrides of one literal prefix by literal
-// suffix; each bucket is sorted most specific first.
-type prefixGroup struct {
-	bySuffix   map[string][]*wildcard
-	suffixLens []int // the distinct lengths of bySuffix's keys, longest first
-}
+// linearMax is the most wildcards an index matches one by one rather than
+// through a wildSet (a variable so that tests can make it small).
+var linearMax = 16
 
 // wildcard is a wildcard override with its compiled pattern.
 type wildcard struct {
 	glob
-	o   Override
-	sig signature // of the literal runs of the middle
+	o    Override
+	runs []string // the non-empty literal runs of the middle, in order
 }
 
 func newWildcard(o Override) (*wildcard, bool) {
@@ -61,48 +53,51 @@ func newWildcard(o Override) (*wildcard, bool) {
 		return nil, false
 	}
 	w := &wildcard{glob: g, o: o}
-	w.sig.addRuns(g.middle)
+	for r := range strings.SplitSeq(g.middle, "*") {
+		if r != "" {
+			w.runs = append(w.runs, r)
+		}
+	}
 	return w, true
+}
+
+// distinctRuns returns w's runs without repeats.
+func (w *wildcard) distinctRuns() []string {
+	if len(w.runs) < 2 {
+		return w.runs
+	}
+	rs := slices.Clone(w.runs)
+	slices.Sort(rs)
+	return slices.Compact(rs)
 }
 
 // newOverrideIndex indexes the overrides of one namespace.
 func newOverrideIndex(os []Override) *overrideIndex {
-	ix := &overrideIndex{exact: make(map[string]*Override), wild: wildIndex{byPrefix: make(map[string]*prefixGroup)}}
+	ix := &overrideIndex{exact: make(map[string]*Override), wild: make(map[string]*wildcard)}
 	for _, o := range os {
 		ix.n++
 		ix.sum += fingerprint(o)
-		w, ok := newWildcard(o)
-		if !ok {
+		if w, ok := newWildcard(o); ok {
+			ix.wild[o.Identifier] = w
+		} else {
 			ix.exact[o.Identifier] = &o
-			continue
 		}
-		g := ix.wild.byPrefix[w.prefix]
-		if g == nil {
-			g = &prefixGroup{bySuffix: make(map[string][]*wildcard)}
-			ix.wild.byPrefix[w.prefix] = g
-		}
-		g.bySuffix[w.suffix] = append(g.bySuffix[w.suffix], w)
 	}
-	for _, g := range ix.wild.byPrefix {
-		for _, b := range g.bySuffix {
-			sort.Slice(b, func(i, j int) bool { return b[i].moreSpecific(&b[j].glob) })
-		}
-		g.suffixLens = keyLens(g.bySuffix)
-	}
-	ix.wild.prefixLens = keyLens(ix.wild.byPrefix)
+	ix.rebuild()
 	return ix
 }
 
-// keyLens returns the distinct lengths of m's keys, longest first.
-func keyLens[V any](m map[string]V) []int {
-	var out []int
-	for k := range m {
-		out = append(out, len(k))
+// rebuild indexes every wildcard of ix in a new wildSet, or, when there
+// are at most linearMax, leaves them all in fresh, where a lookup matches
+// them one by one faster than it would walk a wildSet.
+func (ix *overrideIndex) rebuild() {
+	ws := slices.Collect(maps.Values(ix.wild))
+	ix.set, ix.fresh, ix.gone = nil, nil, nil
+	if len(ws) <= linearMax {
+		ix.fresh = ws
+		return
 	}
-	slices.Sort(out)
-	out = slices.Compact(out)
-	slices.Reverse(out)
-	return out
+	ix.set = newWildSet(ws)
 }
 
 // len returns how many overrides ix holds; a nil index holds none.
@@ -121,61 +116,20 @@ func (ix *overrideIndex) lookup(identifier string) (Override, bool) {
 	if o, ok := ix.exact[identifier]; ok {
 		return *o, true
 	}
-	if w := ix.wild.lookup(identifier); w != nil {
-		return w.o, true
-	}
-	return Override{}, false
-}
-
-// lookup returns the most specific wildcard matching id, or nil.
-func (x *wildIndex) lookup(id string) *wildcard {
 	var best *wildcard
-	var sig idSignature
-	for _, lp := range x.prefixLens {
-		if lp > len(id) {
-			continue
-		}
-		g := x.byPrefix[id[:lp]]
-		if g == nil {
-			continue
-		}
-		for _, ls := range g.suffixLens {
-			if lp+ls > len(id) {
-				continue
-			}
-			for _, w := range g.bySuffix[id[len(id)-ls:]] {
-				if best != nil && !w.moreSpecific(&best.glob) {
-					break // the rest of the bucket is less specific still
-				}
-				if w.fits(id, &sig) {
-					best = w
-					break
-				}
-			}
+	if ix.set != nil {
+		best = ix.set.lookup(identifier, ix.gone)
+	}
+	for _, w := range ix.fresh {
+		if (best == nil || w.moreSpecific(&best.glob)) && w.match(identifier) {
+			best = w
 		}
 	}
-	return best
+	if best == nil {
+		return Override{}, false
+	}
+	return best.o, true
 }
-
-// fits reports whether id, which starts with w's prefix and ends with its
-// suffix without the two overlapping, matches w.
-func (w *wildcard) fits(id string, sig *idSignature) bool {
-	if len(id) < w.literal {
-		return false
-	}
-	if w.literal == len(w.prefix)+len(w.suffix) {
-		return true // the middle is only '*'
-	}
-	if !w.sig.within(sig.of(id)) {
-		return false
-	}
-	testHookFullMatch()
-	return matchMiddle(w.middle, id[len(w.prefix):len(id)-len(w.suffix)])
-}
-
-// testHookFullMatch is called before each full match of a wildcard's middle;
-// tests count them.
-var testHookFullMatch = func() {}
 
 // get returns the override whose identifier (or pattern) is identifier.
 func (ix *overrideIndex) get(identifier string) (Override, bool) {
@@ -185,30 +139,10 @@ func (ix *overrideIndex) get(identifier string) (Override, bool) {
 	if o, ok := ix.exact[identifier]; ok {
 		return *o, true
 	}
-	g, ok := compileGlob(identifier)
-	if !ok {
-		return Override{}, false
-	}
-	b := ix.wild.bucket(&g)
-	if i, found := position(b, &g); found {
-		return b[i].o, true
+	if w, ok := ix.wild[identifier]; ok {
+		return w.o, true
 	}
 	return Override{}, false
-}
-
-// bucket returns the bucket that holds, or would hold, g.
-func (x *wildIndex) bucket(g *glob) []*wildcard {
-	if pg := x.byPrefix[g.prefix]; pg != nil {
-		return pg.bySuffix[g.suffix]
-	}
-	return nil
-}
-
-// position returns where g is, or would be inserted, in the sorted bucket
-// b, and whether it is there.
-func position(b []*wildcard, g *glob) (int, bool) {
-	i := sort.Search(len(b), func(i int) bool { return !b[i].moreSpecific(g) })
-	return i, i < len(b) && b[i].pattern == g.pattern
 }
 
 // with returns a copy of ix (which may be nil) in which o is set, replacing
@@ -223,47 +157,56 @@ func (ix *overrideIndex) with(o Override) *overrideIndex {
 	next.sum += fingerprint(o)
 	w, ok := newWildcard(o)
 	if !ok {
-		next.exact = maps.Clone(next.exact)
-		if next.exact == nil {
-			next.exact = make(map[string]*Override, 1)
-		}
+		next.exact = cloneOrMake(next.exact)
 		next.exact[o.Identifier] = &o
 		return next
 	}
-	b := next.wild.bucket(&w.glob)
-	i, found := position(b, &w.glob)
-	nb := make([]*wildcard, 0, len(b)+1)
-	nb = append(nb, b[:i]...)
-	nb = append(nb, w)
-	if found {
-		i++
-	}
-	nb = append(nb, b[i:]...)
-	next.wild = next.wild.withBucket(w.prefix, w.suffix, nb)
+	next.wild = cloneOrMake(next.wild)
+	next.wild[o.Identifier] = w
+	next.stale(o.Identifier)
+	next.fresh = append(next.fresh, w)
+	next.settle()
 	return next
 }
 
 // without returns a copy of ix without the override of identifier, and
 // whether there was one; ix itself if there was none.
 func (ix *overrideIndex) without(identifier string) (*overrideIndex, bool) {
-	old, ok := ix.get(identifier)
-	if !ok {
+	if _, ok := ix.get(identifier); !ok {
 		return ix, false
 	}
 	next := ix.clone()
+	old, _ := ix.get(identifier)
 	next.n--
 	next.sum -= fingerprint(old)
-	g, wildcard := compileGlob(identifier)
-	if !wildcard {
+	if _, ok := next.exact[identifier]; ok {
 		next.exact = maps.Clone(next.exact)
 		delete(next.exact, identifier)
 		return next, true
 	}
-	b := next.wild.bucket(&g)
-	i, _ := position(b, &g)
-	nb := slices.Delete(slices.Clone(b), i, i+1)
-	next.wild = next.wild.withBucket(g.prefix, g.suffix, nb)
+	next.wild = maps.Clone(next.wild)
+	delete(next.wild, identifier)
+	next.stale(identifier)
+	next.settle()
 	return next, true
+}
+
+// stale notes that the wildcard pattern was replaced or deleted: a fresh
+// copy leaves fresh, and the wildSet's copy is skipped from now on. It
+// copies what it changes, which ix may share with the index it came from.
+func (ix *overrideIndex) stale(pattern string) {
+	ix.fresh = slices.DeleteFunc(slices.Clone(ix.fresh), func(w *wildcard) bool { return w.pattern == pattern })
+	if ix.set != nil && ix.set.has(pattern) {
+		ix.gone = cloneOrMake(ix.gone)
+		ix.gone[pattern] = struct{}{}
+	}
+}
+
+// settle rebuilds the wildSet once maxStale changes have piled up beside it.
+func (ix *overrideIndex) settle() {
+	if len(ix.fresh)+len(ix.gone) > max(maxStale, linearMax) {
+		ix.rebuild()
+	}
 }
 
 // clone returns a shallow copy of ix, or an empty index for nil.
@@ -275,39 +218,12 @@ func (ix *overrideIndex) clone() *overrideIndex {
 	return &next
 }
 
-// withBucket returns a copy of x whose bucket (prefix, suffix) is b; an
-// empty b removes the bucket, and its group when that was the last one.
-func (x wildIndex) withBucket(prefix, suffix string, b []*wildcard) wildIndex {
-	old := x.byPrefix[prefix]
-	g := &prefixGroup{}
-	if old != nil {
-		g.bySuffix = maps.Clone(old.bySuffix)
-		g.suffixLens = old.suffixLens
-	} else {
-		g.bySuffix = make(map[string][]*wildcard, 1)
+// cloneOrMake returns a copy of m, or a new map if m is nil.
+func cloneOrMake[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return make(map[K]V, 1)
 	}
-	_, had := g.bySuffix[suffix]
-	if len(b) == 0 {
-		delete(g.bySuffix, suffix)
-	} else {
-		g.bySuffix[suffix] = b
-	}
-	if had != (len(b) > 0) {
-		g.suffixLens = keyLens(g.bySuffix)
-	}
-	next := wildIndex{byPrefix: maps.Clone(x.byPrefix), prefixLens: x.prefixLens}
-	if next.byPrefix == nil {
-		next.byPrefix = make(map[string]*prefixGroup, 1)
-	}
-	if len(g.bySuffix) == 0 {
-		delete(next.byPrefix, prefix)
-	} else {
-		next.byPrefix[prefix] = g
-	}
-	if (old != nil) != (len(g.bySuffix) > 0) {
-		next.prefixLens = keyLens(next.byPrefix)
-	}
-	return next
+	return maps.Clone(m)
 }
 
 // sameAs reports whether ix holds exactly os (as a Snapshot returns them),
@@ -342,62 +258,4 @@ func fingerprint(o Override) uint64 {
 		_, _ = h.Write(b[:])
 	}
 	return h.Sum64()
-}
-
-// signature is the set of bytes and of byte pairs (hashed to 256 bits) of
-// some text. A run of bytes occurs in an identifier only if its signature
-// is within the identifier's, so a failed check rules a pattern out in a
-// few instructions, before its middle is matched.
-type signature struct {
-	bytes, pairs [4]uint64
-}
-
-// pairMul keys the hash of byte pairs, so that which pairs share a bit
-// cannot be known in advance.
-var pairMul = rand.Uint32() | 1
-
-func (s *signature) add(text string) {
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		s.bytes[c>>6] |= 1 << (c & 63)
-		if i > 0 {
-			p := uint8((uint32(text[i-1])<<8 | uint32(c)) * pairMul >> 24)
-			s.pairs[p>>6] |= 1 << (p & 63)
-		}
-	}
-}
-
-// addRuns adds each literal run of a pattern's middle (split at '*').
-func (s *signature) addRuns(middle string) {
-	start := 0
-	for i := 0; i <= len(middle); i++ {
-		if i == len(middle) || middle[i] == '*' {
-			s.add(middle[start:i])
-			start = i + 1
-		}
-	}
-}
-
-// within reports whether every byte and pair of s is in t.
-func (s *signature) within(t *signature) bool {
-	var miss uint64
-	for i := range s.bytes {
-		miss |= s.bytes[i]&^t.bytes[i] | s.pairs[i]&^t.pairs[i]
-	}
-	return miss == 0
-}
-
-// idSignature is the signature of the identifier of one lookup, computed
-// the first time a pattern needs it.
-type idSignature struct {
-	sig  signature
-	done bool
-}
-
-func (l *idSignature) of(id string) *signature {
-	if !l.done {
-		l.sig.add(id)
-		l.done = true
-	}
-	return &l.sig
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +45,11 @@ func refGlob(p, s string) bool {
 // snapshot comparison (sameAs) holds for equal contents only.
 func TestIndexAgainstReference(t *testing.T) {
 	pattern := rapid.StringOfN(rapid.SampledFrom([]rune("ab*")), 1, 7, -1)
-	ident := rapid.StringOfN(rapid.SampledFrom([]rune("ab")), 0, 9, -1)
+	ident := rapid.StringOfN(rapid.SampledFrom([]rune("ab")), 0, 60, -1) // long enough for a run to occur more than denseFrom times
+	defer func(m, l int) { maxStale, linearMax = m, l }(maxStale, linearMax)
 	rapid.Check(t, func(t *rapid.T) {
+		maxStale = rapid.IntRange(0, 6).Draw(t, "maxStale")
+		linearMax = rapid.IntRange(0, 3).Draw(t, "linearMax")
 		var ix *overrideIndex
 		ref := map[string]Override{}
 		for step := range rapid.IntRange(1, 40).Draw(t, "steps") {
@@ -128,45 +130,32 @@ func TestIndexPrecedence(t *testing.T) {
 	}
 }
 
-// TestSignature checks the necessary condition a pattern's middle must
-// meet before it is matched: its bytes and byte pairs, taken run by run,
-// occur in the identifier.
-func TestSignature(t *testing.T) {
-	for _, tc := range []struct {
-		name, middle, id string
-		want             bool
-	}{
-		{"same text", "abc", "abc", true},
-		{"pairs of the identifier", "abab", "xaby bab", true},
-		{"a byte it lacks", "abz", "abc", false},
-		{"pairs across a star are not required", "a*b", "ba", true},
-		{"a pair it lacks", "ab", "ba", false},
-		{"empty runs", "**", "", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var s signature
-			s.addRuns(tc.middle)
-			var id idSignature
-			if got := s.within(id.of(tc.id)); got != tc.want {
-				t.Fatalf("within = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestIndexLookupSkipsWhatCannotMatch counts the wildcards a lookup
-// matches fully: of 10,000 whose literal prefix or suffix the identifier
-// lacks, or whose middle has a byte pair it lacks, none is.
+// TestIndexLookupSkipsWhatCannotMatch counts the candidates a lookup
+// examines: of 10,000 wildcards that each lack a piece the identifier has
+// not (a literal prefix, suffix or run), none is; of 10,000 whose pieces
+// all occur but out of place, each is, and none matches.
 func TestIndexLookupSkipsWhatCannotMatch(t *testing.T) {
 	a := strings.Repeat("a", 250)
+	a512 := strings.Repeat("a", 512)
 	for _, tc := range []struct {
 		name    string
 		pattern func(i int) string
+		id      string
+		want    int
 	}{
-		{"suffix", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) }},
-		{"prefix", func(i int) string { return a + fmt.Sprintf("b%05d", i) + "*" }},
-		{"infix", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) + "*" }},
-		{"ends", func(i int) string { return "a*" + a + fmt.Sprintf("b%05d", i) + "*a" }},
+		{"suffix", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) }, a512, 0},
+		{"prefix", func(i int) string { return a + fmt.Sprintf("b%05d", i) + "*" }, a512, 0},
+		{"infix", func(i int) string { return "*" + a + fmt.Sprintf("b%05d", i) + "*" }, a512, 0},
+		{"ends", func(i int) string { return "a*" + a + fmt.Sprintf("b%05d", i) + "*a" }, a512, 0},
+		{"pairs", func(i int) string {
+			return strings.Repeat("a", 1+i/100) + "*b*" + strings.Repeat("a", 1+i%100)
+		}, a512, 0},
+		{"runs", func(i int) string {
+			return "a*" + strings.Repeat("a", 256+i%200) + "b" + strings.Repeat("a", 1+i/200) + "*a"
+		}, strings.Repeat("a", 256) + "b" + strings.Repeat("a", 255), 50}, // k = 256: the run occurs, at 0, before the prefix ends
+		{"order", func(i int) string {
+			return "*" + strings.Repeat("a", 1+i/100) + "c*b" + strings.Repeat("a", 1+i%100) + "*"
+		}, "b" + strings.Repeat("a", 510) + "c", 10_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var os []Override
@@ -174,23 +163,16 @@ func TestIndexLookupSkipsWhatCannotMatch(t *testing.T) {
 				os = append(os, Override{Identifier: tc.pattern(i)})
 			}
 			ix := newOverrideIndex(os)
-			matched := 0
-			testHookFullMatch = func() { matched++ }
-			defer func() { testHookFullMatch = func() {} }()
-			if _, ok := ix.lookup(strings.Repeat("a", 512)); ok {
-				t.Fatal("an override matched")
+			examined := 0
+			testHookPlace = func() { examined++ }
+			defer func() { testHookPlace = func() {} }()
+			if o, ok := ix.lookup(tc.id); ok {
+				t.Fatalf("%q matched", o.Identifier)
 			}
-			if matched != 0 {
-				t.Fatalf("%d wildcards were matched fully", matched)
+			if examined != tc.want {
+				t.Fatalf("%d candidates examined, want %d", examined, tc.want)
 			}
 		})
-	}
-}
-
-func TestKeyLens(t *testing.T) {
-	got := keyLens(map[string]int{"": 0, "ab": 1, "cd": 2, "e": 3})
-	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i] > got[j] }) || fmt.Sprint(got) != "[2 1 0]" {
-		t.Fatalf("keyLens = %v", got)
 	}
 }
 
