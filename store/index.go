@@ -18,18 +18,20 @@ import (
 // write time linear in all the namespace's patterns, so a write leaves the
 // wildSet as it is and notes the change beside it: patterns set since it was
 // built (fresh, matched one by one) and patterns it holds that were since
-// replaced or deleted (gone, skipped). When maxStale changes have piled up,
-// the next write rebuilds the wildSet, so a write costs on average a
-// maxStale-th of a rebuild, and a lookup matches at most maxStale fresh
-// patterns one by one.
+// replaced or deleted (gone, skipped). The fresh patterns have a small
+// wildSet of their own, rebuilt by each write. When maxStale changes have
+// piled up, the next write rebuilds the main wildSet, so a write costs on
+// average a maxStale-th of a rebuild plus the rebuild of at most maxStale
+// fresh patterns, and a lookup walks two wildSets.
 type overrideIndex struct {
-	exact map[string]*Override // pointers, so that a copy on write copies 8 bytes an entry
-	wild  map[string]*wildcard // every wildcard held, by pattern
-	set   *wildSet             // the wildcards held when it was built, or nil
-	fresh []*wildcard          // wildcards set since set was built
-	gone  map[string]struct{}  // patterns of set replaced or deleted since it was built
-	n     int                  // overrides held
-	sum   uint64               // the sum of their fingerprints (see sameAs)
+	exact  map[string]*Override // pointers, so that a copy on write copies 8 bytes an entry
+	wild   map[string]*wildcard // every wildcard held, by pattern
+	set    *wildSet             // the wildcards held when it was built, or nil
+	fresh  []*wildcard          // wildcards set since set was built
+	fresh2 *wildSet             // the wildSet of fresh, when it holds more than linearMax
+	gone   map[string]struct{}  // patterns of set replaced or deleted since it was built
+	n      int                  // overrides held
+	sum    uint64               // the sum of their fingerprints (see sameAs)
 }
 
 // maxStale is how many changes to the wildcards an index takes before it
@@ -92,7 +94,7 @@ func newOverrideIndex(os []Override) *overrideIndex {
 // them one by one faster than it would walk a wildSet.
 func (ix *overrideIndex) rebuild() {
 	ws := slices.Collect(maps.Values(ix.wild))
-	ix.set, ix.fresh, ix.gone = nil, nil, nil
+	ix.set, ix.fresh, ix.fresh2, ix.gone = nil, nil, nil, nil
 	if len(ws) <= linearMax {
 		ix.fresh = ws
 		return
@@ -120,15 +122,26 @@ func (ix *overrideIndex) lookup(identifier string) (Override, bool) {
 	if ix.set != nil {
 		best = ix.set.lookup(identifier, ix.gone)
 	}
+	if ix.fresh2 != nil {
+		if w := ix.fresh2.lookup(identifier, nil); w != nil && (best == nil || w.moreSpecific(&best.glob)) {
+			best = w
+		}
+		return best.override()
+	}
 	for _, w := range ix.fresh {
 		if (best == nil || w.moreSpecific(&best.glob)) && w.match(identifier) {
 			best = w
 		}
 	}
-	if best == nil {
+	return best.override()
+}
+
+// override returns w's override, and false for a nil w.
+func (w *wildcard) override() (Override, bool) {
+	if w == nil {
 		return Override{}, false
 	}
-	return best.o, true
+	return w.o, true
 }
 
 // get returns the override whose identifier (or pattern) is identifier.
@@ -202,10 +215,16 @@ func (ix *overrideIndex) stale(pattern string) {
 	}
 }
 
-// settle rebuilds the wildSet once maxStale changes have piled up beside it.
+// settle rebuilds the wildSet once maxStale changes have piled up beside
+// it, and else the wildSet of the fresh patterns.
 func (ix *overrideIndex) settle() {
 	if len(ix.fresh)+len(ix.gone) > max(maxStale, linearMax) {
 		ix.rebuild()
+		return
+	}
+	ix.fresh2 = nil
+	if len(ix.fresh) > linearMax {
+		ix.fresh2 = newWildSet(ix.fresh)
 	}
 }
 
