@@ -208,6 +208,17 @@ func (s *Service) Handler() (path string, h http.Handler) {
 	)
 }
 
+// errUnavailable is the message of every Unavailable answer: the
+// limiter's error may name internals, so its text goes to the log only.
+var errUnavailable = errors.New("rls: the limiter is unavailable (shutting down, or the call was cut); retry")
+
+// unavailable is a limiter failure as a caller sees it: errUnavailable's
+// text (what goes on the wire), and both it and the cause to errors.Is.
+type unavailable struct{ cause error }
+
+func (e unavailable) Error() string   { return errUnavailable.Error() }
+func (e unavailable) Unwrap() []error { return []error{errUnavailable, e.cause} }
+
 // ShouldRateLimit decides one request. Errors are *connect.Error values:
 // CodeInvalidArgument for a malformed request, CodeUnavailable when the
 // limiter fails. A denial is a response with overall_code OVER_LIMIT.
@@ -231,7 +242,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		s.cfg.Logger.Warn("rls: limiter failed", "domain", req.GetDomain(), "err", err)
 		s.cfg.Observer.Decided(label, OutcomeUnavailable)
-		return nil, connect.NewError(connect.CodeUnavailable, err)
+		return nil, connect.NewError(connect.CodeUnavailable, unavailable{err})
 	}
 	s.cfg.Observer.Decided(label, outcome)
 	return res, nil

@@ -456,8 +456,12 @@ func TestLimiterErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.ShouldRateLimit(t.Context(), req("d", 0, desc("user=a"))); !errors.Is(err, sluice.ErrClosed) {
+		_, err = svc.ShouldRateLimit(t.Context(), req("d", 0, desc("user=a")))
+		if !errors.Is(err, sluice.ErrClosed) {
 			t.Errorf("err = %v, want it to wrap sluice.ErrClosed", err)
+		}
+		if msg := connect.CodeOf(err).String() + ": " + errUnavailable.Error(); err.Error() != msg {
+			t.Errorf("err = %q, want %q: the wire carries no cause", err, msg)
 		}
 	})
 }
