@@ -41,6 +41,9 @@ func (d driven) Flush() {
 // SyncGlobal runs one round of the global layer now.
 func (d driven) SyncGlobal(ctx context.Context) error { return d.l.syncGlobal(ctx) }
 
+// Cells returns how many cells the limiter holds in memory.
+func (d driven) Cells() int64 { return d.l.cells.live.Load() }
+
 // mergeRemote raises the local view of cell to total, a count of this
 // region that an origin pushed to this node without being asked (the
 // cluster origin's exceed broadcast, through [origin.Pusher]): the limiter

@@ -59,6 +59,7 @@ func (l *lossy) lost() bool {
 // counts those refused by an outage or lost.
 type originCounts struct {
 	loads, applies, decides, failed atomic.Int64
+	redis                           redisCosts // what the calls that got through would cost Redis
 }
 
 // faultyOrigin is a regional origin that counts its calls and fails every
@@ -108,6 +109,7 @@ func (f *faultyOrigin) Load(ctx context.Context, key origin.Key, seq int64) (ori
 	if f.fail() {
 		return origin.Counts{}, origin.ErrUnavailable
 	}
+	f.n.redis.load(key, seq)
 	return f.Origin.Load(ctx, key, seq)
 }
 
@@ -122,6 +124,7 @@ func (f *faultyOrigin) Apply(ctx context.Context, deltas []origin.Delta) ([]int6
 	if f.fail() {
 		return nil, origin.ErrUnavailable
 	}
+	f.n.redis.apply(deltas)
 	return f.Origin.Apply(ctx, deltas)
 }
 
@@ -131,12 +134,29 @@ func (f *faultyOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdi
 	if f.fail() {
 		return origin.Verdict{}, origin.ErrUnavailable
 	}
-	return f.Origin.Decide(ctx, c)
+	v, err := f.Origin.Decide(ctx, c)
+	if err == nil {
+		f.n.redis.decide(c, !v.Stale && (c.Sent > 0 || slices.Contains(v.Admitted, true)))
+	}
+	return v, err
 }
 
 // globalCounts counts the calls and rows of the global layer.
 type globalCounts struct {
 	calls, failed, published, denials atomic.Int64
+	// rows and statements are what the MySQL store would write and run:
+	// one statement per call, and per chunk of mysqlChunkRows rows written
+	// (publishing also announces the region: one statement more).
+	rows, statements atomic.Int64
+}
+
+// mysqlChunkRows is the MySQL store's rows per INSERT (its default).
+const mysqlChunkRows = 500
+
+// wrote counts a call that writes rows in chunks, after extra statements.
+func (g *globalCounts) wrote(rows, extra int) {
+	g.rows.Add(int64(rows))
+	g.statements.Add(int64(extra + (rows+mysqlChunkRows-1)/mysqlChunkRows))
 }
 
 // faultyGlobal is a global store that counts calls and rows written,
@@ -202,6 +222,13 @@ func (f *faultyGlobal) Publish(ctx context.Context, region string, counts []glob
 		return global.ErrUnavailable
 	}
 	f.n.published.Add(int64(len(counts)))
+	positive := 0
+	for _, c := range counts {
+		if c.Count > 0 {
+			positive++
+		}
+	}
+	f.n.wrote(positive, 1)
 	counts = slices.Clone(counts)
 	return f.write(ctx, func(ctx context.Context, now int64) error { return f.Store.Publish(ctx, region, counts, now) })
 }
@@ -211,6 +238,7 @@ func (f *faultyGlobal) Announce(ctx context.Context, region string, now int64) e
 	if f.call(ctx) {
 		return global.ErrUnavailable
 	}
+	f.n.wrote(0, 1)
 	return f.Store.Announce(ctx, region, now)
 }
 
@@ -219,6 +247,7 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 	if f.call(ctx) {
 		return global.Pull{}, global.ErrUnavailable
 	}
+	f.n.wrote(0, 1)
 	return f.Store.Pull(ctx, region, cursor, now, activeFor)
 }
 
@@ -228,6 +257,7 @@ func (f *faultyGlobal) EmitDenials(ctx context.Context, denials []global.Denial)
 		return global.ErrUnavailable
 	}
 	f.n.denials.Add(int64(len(denials)))
+	f.n.wrote(len(denials), 0)
 	denials = slices.Clone(denials)
 	return f.write(ctx, func(ctx context.Context, _ int64) error { return f.Store.EmitDenials(ctx, denials) })
 }
@@ -237,6 +267,7 @@ func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global
 	if f.call(ctx) {
 		return nil, cursor, global.ErrUnavailable
 	}
+	f.n.wrote(0, 1)
 	return f.Store.Denials(ctx, region, cursor, now)
 }
 
@@ -245,6 +276,7 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 	if f.call(ctx) {
 		return 0, global.ErrUnavailable
 	}
+	f.n.wrote(0, 3) // take the named lock, delete a batch, release it
 	return f.Store.Cleanup(ctx, now, batch)
 }
 

@@ -106,6 +106,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			row("global store", "%d calls (%d refused by an outage), %d count rows, %d denial rows: %s rows per request",
 				res.Global.Calls, res.Global.Failed, res.Global.PublishedRows, res.Global.DenialRows, fmtNum(res.Global.RowsPerRequest))
 		}
+		costRows(row, res)
 		if sp := res.DenialSpread; sp != nil && sp.Samples > 0 {
 			row("denial spread", "after one region denies an identifier's window, the others deny it %s later (median; at most %s, %d cases)",
 				fmtMs(sp.MedianMs), fmtMs(sp.MaxMs), sp.Samples)
@@ -119,6 +120,18 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		return fmt.Errorf("sim: writing the report: %w", err)
 	}
 	return nil
+}
+
+// costRows writes the rows of res's resource costs (see Costs).
+func costRows(row func(k, format string, args ...any), res Result) {
+	if res.Origin.Kind != OriginCluster {
+		row("Redis (modelled)", "%s commands per request, %s per second; %s bytes sent per node per second",
+			fmtNum(res.RedisCallsPerRequest), fmtNum(res.RedisCallsPerSecond), fmtNum(res.OriginBytesPerNodePerSecond))
+	}
+	if res.Regions > 1 {
+		row("MySQL (modelled)", "%s rows and %s statements per second", fmtNum(res.MySQLRowsPerSecond), fmtNum(res.MySQLStatementsPerSecond))
+	}
+	row("memory", "at most %d cells on one node: %s KiB of heap", res.CellsPerNode, fmtNum(round(float64(res.HeapBytesPerNode)/1024, 1)))
 }
 
 // WriteFiles writes report.md, results.json and one NAME.svg per scenario

@@ -30,6 +30,7 @@ type Result struct {
 	Windows     int     `json:"windows"`
 	Load        float64 `json:"load"`
 	Identifiers int     `json:"identifiers"`
+	Skew        float64 `json:"skew,omitempty"`
 	Traffic     Traffic `json:"traffic"`
 	// FailureDetection is the scenario's, in cluster mode.
 	FailureDetection string `json:"failure_detection,omitempty"`
@@ -71,8 +72,12 @@ type Result struct {
 
 	Origin OriginOps `json:"origin"`
 	Global GlobalOps `json:"global"`
+	// Costs are the resources the deployment spent; their fields sit at
+	// the top level of the JSON.
+	Costs
 
-	// Identities holds the figures of each identifier.
+	// Identities holds the figures of each identifier; of the 100 admitted
+	// most above the model when there are more.
 	Identities []Identity `json:"identities"`
 	// Series holds the admissions per fixed window (all identifiers
 	// together) of each node (one region) or each region; ReferenceSeries
@@ -324,6 +329,11 @@ func Run(s Scenario, seed uint64) (Result, error) {
 	for i := range ids {
 		ids[i] = identity{namespace: "sim", identifier: identifier(i)}
 	}
+	pick := func() int { return rng.IntN(s.Identifiers) }
+	if s.Skew > 0 {
+		z := rand.NewZipf(rng, s.Skew, 1, uint64(s.Identifiers-1))
+		pick = func() int { return int(z.Uint64()) }
+	}
 	t := float64(start)
 	next := func() (event, bool, error) {
 		t += rng.ExpFloat64() / rate
@@ -331,8 +341,7 @@ func Run(s Scenario, seed uint64) (Result, error) {
 		if ms >= end {
 			return event{}, false, nil
 		}
-		id := rng.IntN(s.Identifiers)
-		return event{ms: ms, id: id, cost: 1, node: rng.IntN(pool)}, true, nil
+		return event{ms: ms, id: pick(), cost: 1, node: rng.IntN(pool)}, true, nil
 	}
 	res, err := simulate(s, seed, start, ids, next)
 	if err != nil {

@@ -144,6 +144,13 @@ type Scenario struct {
 	// Identifiers is the number of identifiers sharing the traffic; each
 	// has its own counter and limit.
 	Identifiers int
+	// Skew, when set (above 1), picks each request's identifier from a
+	// Zipf distribution of exponent Skew over the identifiers instead of
+	// uniformly: identifier 0 is the most requested, and few identifiers
+	// take most of the traffic, as real tenants and users do. The total
+	// rate is unchanged (Load × Limit per window for each identifier, on
+	// average). 0: uniform.
+	Skew float64
 	// Traffic says which nodes receive the requests (default even).
 	Traffic Traffic
 	// Origin says how the nodes of a region converge (default shared).
@@ -258,6 +265,8 @@ func (s Scenario) Validate() error {
 		return bad("load", "%v is not above 0", s.Load)
 	case s.Identifiers < 1:
 		return bad("identifiers", "%d is below 1", s.Identifiers)
+	case s.Skew != 0 && !(s.Skew > 1):
+		return bad("skew", "%v is not above 1 (a Zipf exponent; 0 for uniform)", s.Skew)
 	case s.Traffic != "" && s.Traffic != TrafficEven && s.Traffic != TrafficOneRegion:
 		return bad("traffic", "%q is neither %q nor %q", s.Traffic, TrafficEven, TrafficOneRegion)
 	case s.ReplayInterval < 0 || s.ReplayInterval%time.Millisecond != 0:

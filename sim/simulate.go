@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +54,7 @@ type run struct {
 	origins []originCounts
 	global  globalCounts
 	rpcs    atomic.Int64
+	cells   int64 // the most cells one node held at a replay round
 
 	// What comes next besides the requests, in Unix ms.
 	changes    []change // of nodes, in time order
@@ -254,6 +257,7 @@ func (r *run) nextDue() (int64, *node) {
 func (r *run) replayRound(at int64) {
 	for _, n := range r.nodes {
 		if n.alive {
+			r.cells = max(r.cells, n.h.Cells())
 			n.flush(at, r.latency)
 		}
 	}
@@ -367,6 +371,7 @@ func (r *run) result() Result {
 	res := r.settings()
 	r.tally.compare(&res, r.ids)
 	r.countCalls(&res)
+	r.countCosts(&res)
 	for i, name := range seriesNames(r.s) {
 		res.Series = append(res.Series, Series{Name: name, Admitted: r.tally.series[i]})
 	}
@@ -387,7 +392,7 @@ func (r *run) settings() Result {
 	res := Result{
 		Scenario: s.Name, Description: s.Description,
 		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: fmtDuration(s.Window), Windows: s.Windows,
-		Load: s.Load, Identifiers: len(r.ids), Traffic: s.Traffic,
+		Load: s.Load, Identifiers: len(r.ids), Skew: s.Skew, Traffic: s.Traffic,
 		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
 		Requests: r.tally.requests, ReferenceSeries: r.tally.refSeries, InBand: true, Seed: r.seed,
 		OriginLoss: s.OriginLoss, GlobalLoss: s.GlobalLoss,
@@ -410,6 +415,10 @@ func (r *run) settings() Result {
 	}
 	return res
 }
+
+// maxIdentities bounds Result.Identities: beyond it, the identities admitted
+// most above the model are kept.
+const maxIdentities = 100
 
 // compare fills in the figures of res that compare the deployment with the
 // model: each identity's (ids, in the tally's order), their totals, the
@@ -437,6 +446,12 @@ func (t *tally) compare(res *Result, ids []identity) {
 		res.Admitted += idn.Admitted
 		res.Reference += idn.Reference
 		res.Identities = append(res.Identities, idn)
+	}
+	if len(res.Identities) > maxIdentities {
+		slices.SortStableFunc(res.Identities, func(a, b Identity) int {
+			return cmp.Compare(b.Admitted-b.Reference, a.Admitted-a.Reference)
+		})
+		res.Identities = res.Identities[:maxIdentities]
 	}
 	res.DeltaPct = pct(res.Admitted-res.Reference, res.Reference)
 	res.OverPct = pct(over, res.Reference)
@@ -467,4 +482,41 @@ func (r *run) countCalls(res *Result) {
 		PublishedRows: g.published.Load(), DenialRows: g.denials.Load(),
 	}
 	res.Global.RowsPerRequest = ratio(res.Global.PublishedRows+res.Global.DenialRows, requests)
+}
+
+// countCosts fills in res.Costs from the calls counted and the cells held;
+// res's requests, OverPct and calls must be filled in first.
+func (r *run) countCosts(res *Result) {
+	seconds := float64(r.s.Duration()) / float64(time.Second)
+	perSecond := func(n int64) float64 { return round(float64(n)/seconds, 3) }
+	c := &res.Costs
+	if r.s.Origin != OriginCluster {
+		var commands, bytes int64
+		for i := range r.origins {
+			commands += r.origins[i].redis.commands.Load()
+			bytes += r.origins[i].redis.bytes.Load()
+		}
+		c.RedisCallsPerRequest = ratio(commands, res.Requests)
+		c.RedisCallsPerSecond = perSecond(commands)
+		c.OriginBytesPerNodePerSecond = round(float64(bytes)/seconds/float64(r.s.Regions*r.s.Nodes), 1)
+	}
+	c.PeerCallsPerRequest = res.Origin.RPCsPerRequest
+	c.MySQLRowsPerSecond = perSecond(r.global.rows.Load())
+	c.MySQLStatementsPerSecond = perSecond(r.global.statements.Load())
+	c.CellsPerNode = r.cells
+	c.HeapBytesPerNode = r.cells * (cellHeapBytes + r.identityBytes())
+	c.OverAdmission = res.OverPct
+}
+
+// identityBytes returns the mean bytes of an identity's strings, which a
+// cell holds.
+func (r *run) identityBytes() int64 {
+	if len(r.ids) == 0 {
+		return 0
+	}
+	var n int
+	for _, id := range r.ids {
+		n += len(id.namespace) + len(id.identifier)
+	}
+	return int64(n / len(r.ids))
 }

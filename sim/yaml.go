@@ -125,7 +125,7 @@ func (p *parser) fields(n *yaml.Node, prefix string, known, required []string, s
 
 var (
 	scenarioFields = []string{"name", "description", "regions", "nodes", "limit", "window", "windows", "load",
-		"identifiers", "traffic", "origin", "failure_detection", "replay_interval", "global_interval", "origin_margin",
+		"identifiers", "skew", "traffic", "origin", "failure_detection", "replay_interval", "global_interval", "origin_margin",
 		"replay_latency", "replay_jitter", "origin_loss", "global_loss", "global_latency",
 		"faults", "band"}
 	scenarioRequired = []string{"name", "nodes", "limit", "window", "windows", "load", "band"}
@@ -158,6 +158,8 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			s.Load, err = p.number(v, path)
 		case "identifiers":
 			s.Identifiers, err = p.integer(v, path)
+		case "skew":
+			s.Skew, err = p.number(v, path)
 		case "traffic":
 			s.Traffic, err = named[Traffic](p, v, path)
 		case "origin":

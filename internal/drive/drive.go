@@ -45,6 +45,8 @@ type Handle interface {
 	// denial sync and, every few rounds, cleanup. It returns the round's
 	// first failure. Without a global layer it does nothing.
 	SyncGlobal(ctx context.Context) error
+	// Cells returns how many counter cells the limiter holds in memory.
+	Cells() int64
 }
 
 // Constructor builds a limiter from a configuration with o; package sluice

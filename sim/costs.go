@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/redis"
+)
+
+// Costs are what a run's deployment spends, as the production backends
+// would count them: the calls to the shared origin as Redis commands (the
+// way INFO commandstats counts them, the commands a script runs included),
+// the peer RPCs of cluster mode, the statements and rows of the global
+// layer's MySQL store, and the memory of the nodes' counters.
+type Costs struct {
+	// RedisCallsPerRequest is the Redis commands the nodes' origin calls
+	// would run, divided by the requests (shared origin; 0 in cluster
+	// mode). RedisCallsPerSecond is the same per second of virtual time.
+	RedisCallsPerRequest float64 `json:"redis_calls_per_request"`
+	RedisCallsPerSecond  float64 `json:"redis_calls_per_second"`
+	// PeerCallsPerRequest is the peer RPCs per request (cluster mode).
+	PeerCallsPerRequest float64 `json:"peer_calls_per_request"`
+	// MySQLRowsPerSecond and MySQLStatementsPerSecond are the rows the
+	// global layer writes and the statements it runs, in all regions, per
+	// second of virtual time (0 with one region).
+	MySQLRowsPerSecond       float64 `json:"mysql_rows_per_second"`
+	MySQLStatementsPerSecond float64 `json:"mysql_statements_per_second"`
+	// OriginBytesPerNodePerSecond is what a node sends its origin, on
+	// average: the Redis protocol's bytes of its commands (shared origin).
+	OriginBytesPerNodePerSecond float64 `json:"origin_bytes_per_node_per_second"`
+	// CellsPerNode is the most counter cells one node held at a replay
+	// round; HeapBytesPerNode is what they take in memory (cellHeapBytes
+	// each, plus their identity's bytes).
+	CellsPerNode     int64 `json:"cells_per_node"`
+	HeapBytesPerNode int64 `json:"heap_bytes_per_node"`
+	// OverAdmission is OverPct: what the deployment admitted above the
+	// exact model, in percent of the model's admissions.
+	OverAdmission float64 `json:"over_admission"`
+}
+
+// cellHeapBytes is the memory one counter cell takes in a limiter besides
+// its identity's strings: the cell, its entry in the hash trie and the
+// trie's share of interior nodes, measured by TestCellHeapBytes.
+const cellHeapBytes = 230
+
+// The Redis origin's commands, as INFO commandstats counts them (see
+// docs/redis-origin.md): a load is two HGETs; a replayed cell one EVALSHA
+// whose script runs HGET, HINCRBY and HSET, and PEXPIRE for a new cell; a
+// decision one EVALSHA whose script runs four HGETs, and HINCRBY and HSET
+// when it writes (PEXPIRE for a new cell).
+const (
+	loadCommands       = 2
+	applyCommands      = 4
+	decideReadCommands = 5
+	decideWrites       = 2
+)
+
+// redisCosts counts the commands and bytes of a region's origin calls.
+type redisCosts struct {
+	commands, bytes atomic.Int64
+
+	mu      sync.Mutex
+	written map[origin.Cell]struct{} // cells written: the first write sets the expiry
+}
+
+// load counts a Load of key.
+func (c *redisCosts) load(key origin.Key, seq int64) {
+	cur := redis.CellKey(origin.Cell{Key: key, Sequence: seq})
+	c.commands.Add(loadCommands)
+	c.bytes.Add(2 * resp("HGET", cur, "n"))
+}
+
+// apply counts the replay of deltas.
+func (c *redisCosts) apply(deltas []origin.Delta) {
+	for _, d := range deltas {
+		c.commands.Add(applyCommands + c.expiry(d.Cell))
+		c.bytes.Add(resp("EVALSHA", sha, "1", redis.CellKey(d.Cell), writerField, strconv.FormatInt(d.Sent, 10), expiryArg))
+	}
+}
+
+// decide counts the origin decision of ch, which admitted or wrote
+// something when wrote is set.
+func (c *redisCosts) decide(ch origin.Check, wrote bool) {
+	n := int64(decideReadCommands)
+	cur := origin.Cell{Key: ch.Key, Sequence: ch.Seq}
+	if wrote {
+		n += decideWrites + c.expiry(cur)
+	}
+	c.commands.Add(n)
+	args := []string{"EVALSHA", sha, "2", redis.CellKey(cur), redis.CellKey(origin.Cell{Key: ch.Key, Sequence: ch.Seq - 1}),
+		"60000", "12345", strconv.FormatInt(ch.Sent, 10), "0", "0", expiryArg, writerField}
+	for _, a := range ch.Asks {
+		args = append(args, strconv.FormatInt(a.Limit, 10), strconv.FormatInt(a.Cost, 10))
+	}
+	c.bytes.Add(resp(args...))
+}
+
+// expiry returns 1 for the first write of cell (its PEXPIRE), else 0.
+func (c *redisCosts) expiry(cell origin.Cell) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written == nil {
+		c.written = make(map[origin.Cell]struct{})
+	}
+	if _, ok := c.written[cell]; ok {
+		return 0
+	}
+	c.written[cell] = struct{}{}
+	return 1
+}
+
+// Typical arguments of the Redis origin's scripts, for their sizes.
+const (
+	sha         = "0123456789abcdef0123456789abcdef01234567" // a script's SHA-1, 40 hex digits
+	writerField = "0123456789abcdef"                         // a writer's field, 16 hex digits
+	expiryArg   = "180000"                                   // the expiry of a new cell, ms
+)
+
+// resp returns the bytes of a command in the Redis protocol: an array of
+// bulk strings.
+func resp(args ...string) int64 {
+	n := 1 + len(strconv.Itoa(len(args))) + 2
+	for _, a := range args {
+		n += 1 + len(strconv.Itoa(len(a))) + 2 + len(a) + 2
+	}
+	return int64(n)
+}
