@@ -47,3 +47,39 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// TestSkewAndCosts runs one region at 2x the limit over 1,000 identifiers
+// picked by a Zipf distribution: identifier 0 gets the most requests and the
+// 100 identities listed are those admitted most above the model; and the
+// modelled Redis commands add up from the calls counted (at least 4 per
+// replayed cell and 2 per load, at most 8 per decision or cell).
+func TestSkewAndCosts(t *testing.T) {
+	s := Scenario{Name: "skewed", Regions: 1, Nodes: 3, Limit: 10, Window: 10 * time.Second, Windows: 2,
+		Load: 2, Identifiers: 1000, Skew: 1.1, Band: Band{MaxOverPct: 100}}
+	r, err := Run(s, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Identities) != maxIdentities {
+		t.Fatalf("%d identities listed, want %d", len(r.Identities), maxIdentities)
+	}
+	counts := map[string]int64{}
+	for _, id := range r.Identities {
+		counts[id.Identifier] = id.Reference
+	}
+	if counts[identifier(0)] != 2*s.Limit { // identifier 0 is over its limit in both windows
+		t.Errorf("identifier 0 admitted %d by the model, want %d: is it the most requested?", counts[identifier(0)], 2*s.Limit)
+	}
+	o := r.Origin
+	calls := o.Loads + o.Applies + o.Decides
+	commands := r.RedisCallsPerRequest * float64(r.Requests)
+	if commands < float64(2*o.Loads+4*o.Applies) || commands > float64(8*(calls+r.Requests)) {
+		t.Errorf("%.0f Redis commands for %d loads, %d replay calls, %d decisions and %d requests", commands, o.Loads, o.Applies, o.Decides, r.Requests)
+	}
+	if r.CellsPerNode == 0 || r.HeapBytesPerNode < r.CellsPerNode*cellHeapBytes || r.OriginBytesPerNodePerSecond == 0 {
+		t.Errorf("cells %d, heap %d, bytes %v", r.CellsPerNode, r.HeapBytesPerNode, r.OriginBytesPerNodePerSecond)
+	}
+	if r.OverAdmission != r.OverPct {
+		t.Errorf("over_admission %v, over_pct %v", r.OverAdmission, r.OverPct)
+	}
+}

@@ -165,6 +165,7 @@ func TestValidate(t *testing.T) {
 		{"load", func(s *Scenario) { s.Load = 0 }},
 		{"load", func(s *Scenario) { s.Load = 1e9 }},
 		{"identifiers", func(s *Scenario) { s.Identifiers = 0 }},
+		{"skew", func(s *Scenario) { s.Skew = 1 }},
 		{"traffic", func(s *Scenario) { s.Traffic = "random" }},
 		{"replay_interval", func(s *Scenario) { s.ReplayInterval = -time.Second }},
 		{"origin_margin", func(s *Scenario) { s.OriginMargin = 2 }},
