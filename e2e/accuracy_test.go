@@ -212,13 +212,18 @@ type loadResult struct {
 // request's due time; seed drives the phases and the picks. 48 workers send
 // them.
 func spreadLoad(nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+	return spreadLoadAt(10, nodes, ns, seed, ids, limit, d, begin, run)
+}
+
+// spreadLoadAt is spreadLoad at load × limit requests per window.
+func spreadLoadAt(load float64, nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
 	const workers = 48
 	type job struct {
 		id  int
 		n   *node
 		due time.Time
 	}
-	gap := d / time.Duration(10*limit)
+	gap := time.Duration(float64(d) / (load * float64(limit)))
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	var schedule []job
 	for id := range ids {

@@ -145,9 +145,13 @@ func clusterScenarios() []Scenario {
 	return []Scenario{load, nodeLoss}
 }
 
-// Find returns the built-in scenario called name.
+// Find returns the built-in scenario called name: one of Builtin or of the
+// scale study (ScaleStudy).
 func Find(name string) (Scenario, bool) {
 	all := Builtin()
+	for _, sr := range ScaleStudy() {
+		all = append(all, sr.Scenarios...)
+	}
 	i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == name })
 	if i < 0 {
 		return Scenario{}, false

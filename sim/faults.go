@@ -145,8 +145,9 @@ func (f *faultyOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdi
 type globalCounts struct {
 	calls, failed, published, denials atomic.Int64
 	// rows and statements are what the MySQL store would write and run:
-	// one statement per call, and per chunk of mysqlChunkRows rows written
-	// (publishing also announces the region: one statement more).
+	// the statements of each call (global/mysql: a pull or a read of
+	// denials 2, an announce 1, a cleanup 4) and one per chunk of
+	// mysqlChunkRows rows written (publishing also announces the region).
 	rows, statements atomic.Int64
 }
 
@@ -247,7 +248,7 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 	if f.call(ctx) {
 		return global.Pull{}, global.ErrUnavailable
 	}
-	f.n.wrote(0, 1)
+	f.n.wrote(0, 2) // the region clock and count, then the cells
 	return f.Store.Pull(ctx, region, cursor, now, activeFor)
 }
 
@@ -267,7 +268,7 @@ func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global
 	if f.call(ctx) {
 		return nil, cursor, global.ErrUnavailable
 	}
-	f.n.wrote(0, 1)
+	f.n.wrote(0, 2) // the clock, then the rows
 	return f.Store.Denials(ctx, region, cursor, now)
 }
 
@@ -276,7 +277,7 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 	if f.call(ctx) {
 		return 0, global.ErrUnavailable
 	}
-	f.n.wrote(0, 3) // take the named lock, delete a batch, release it
+	f.n.wrote(0, 4) // take the named lock, delete expired counters and denials, release it
 	return f.Store.Cleanup(ctx, now, batch)
 }
 

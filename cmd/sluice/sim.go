@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ type simCmd struct {
 	Scenarios []string `arg:"" optional:"" name:"scenario" help:"Built-in scenario names (see --list) or YAML scenario files."`
 	List      bool     `help:"List the built-in scenarios and exit."`
 	All       bool     `help:"Run every built-in scenario (before any named ones)."`
+	Scale     bool     `help:"Run the scale study (docs/capacity.md): from one base point, identities, nodes, regions and load each varied; prints its tables (with --out, also writes scale.md and results.json there)."`
 	Seed      uint64   `default:"1" help:"Seed of the random source: one seed gives the same figures and files, byte for byte."`
 	Out       string   `type:"path" placeholder:"DIR" help:"Write report.md, NAME.svg per scenario and results.json into DIR."`
 	JSON      bool     `name:"json" help:"Print results.json to standard output instead of the summary."`
@@ -54,6 +56,9 @@ The YAML schema of scenario files and every figure are described in docs/sim.md.
 func (c *simCmd) Run(out io.Writer) error {
 	if c.List {
 		return listScenarios(out)
+	}
+	if c.Scale {
+		return c.runScale(out)
 	}
 	scenarios, err := c.scenarios()
 	if err != nil {
@@ -112,6 +117,49 @@ func (c *simCmd) Run(out io.Writer) error {
 	}
 	if failed := rep.Failed(); len(failed) > 0 {
 		return fmt.Errorf("sim: out of their band: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// runScale runs the scale study and writes its tables to out, and with
+// --out, scale.md and results.json into that folder.
+func (c *simCmd) runScale(out io.Writer) error {
+	if c.All || len(c.Scenarios) > 0 || c.Trace != "" {
+		return errors.New("sim: --scale runs the scale study alone: name no scenario, and leave out --all and --trace")
+	}
+	series := sim.ScaleStudy()
+	results := make([][]sim.Result, len(series))
+	rep := sim.Report{Seed: c.Seed}
+	for i, sr := range series {
+		for _, s := range sr.Scenarios {
+			res, err := sim.Run(s, c.Seed)
+			if err != nil {
+				return err
+			}
+			results[i] = append(results[i], res)
+			rep.Results = append(rep.Results, res)
+		}
+	}
+	var tables bytes.Buffer
+	if err := sim.WriteScale(&tables, series, results); err != nil {
+		return err
+	}
+	if c.Out != "" {
+		if err := os.MkdirAll(c.Out, 0o755); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		var js bytes.Buffer
+		if err := rep.WriteJSON(&js); err != nil {
+			return err
+		}
+		for name, b := range map[string][]byte{"scale.md": tables.Bytes(), "results.json": js.Bytes()} {
+			if err := os.WriteFile(filepath.Join(c.Out, name), b, 0o644); err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+		}
+	}
+	if _, err := out.Write(tables.Bytes()); err != nil {
+		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// TestSimulatedCostsMatchRealProcesses runs two regions of two `sluice
+// serve` processes (each region on its own Redis database, both on one
+// MariaDB global layer, a round every second) under a load that passes
+// (spreadLoadAt: 200 identifiers at half a limit of 50 per 10 s, every
+// request to a node picked at random) for two windows, and compares what
+// Redis (INFO commandstats) and MariaDB (its status counters) counted with
+// what `sluice sim` reports for the same deployment and load: Redis
+// commands per request and MySQL statements per second, each within 20%.
+// MySQL rows are logged, not compared: MariaDB counts rows written to its
+// internal temporary tables too (Handler_write).
+//
+// Under a load far above the limits the simulation overstates origin
+// decisions (about 2× at 10×): its requests come one at a time, so it
+// never batches the concurrent strict-mode requests of a counter into one
+// decision as a real node does.
+func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 s of load on four processes")
+	}
+	const (
+		ids    = 200
+		limit  = 50
+		load   = 0.5
+		d      = 10 * time.Second
+		run    = 2 * d
+		margin = 0.2
+	)
+	addr, dsn := testenv.RedisAddr(t), testenv.MySQLDSN(t)
+	ws := fmt.Sprintf("e2e-costs-%d", time.Now().UnixNano())
+	var nodes []*node
+	for i, region := range []string{"eu", "us"} {
+		url := fmt.Sprintf("redis://%s/%d", addr, 7+i)
+		for range 2 {
+			nodes = append(nodes, start(t, nil, "--redis-url", url, "--mysql-dsn", dsn, "--store", "sqlite",
+				"--region", region, "--global-interval", "1s", "--root-key", rk+":"+ws))
+		}
+	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	begin := time.Now().Truncate(d).Add(d) // the load starts on a window boundary, as the simulation does
+	time.Sleep(time.Until(begin) - 300*time.Millisecond)
+	redisBefore, mysqlBefore := redisCommands(t, rdb), mysqlCounters(t, db)
+	sent := spreadLoadAt(load, func(time.Time) []*node { return nodes }, "costs", 11, ids, limit, d, begin, run)
+	time.Sleep(time.Until(begin.Add(run)) + 200*time.Millisecond) // the last replays land
+	redisAfter, mysqlAfter := redisCommands(t, rdb), mysqlCounters(t, db)
+	if len(sent.failures) > 0 {
+		t.Fatalf("%d requests failed, e.g. %s", len(sent.failures), sent.failures[0])
+	}
+
+	res, err := sim.Run(sim.Scenario{
+		Name: "costs", Regions: 2, Nodes: 2, Limit: limit, Window: d, Windows: int(run / d), Load: load,
+		Identifiers: ids, GlobalInterval: time.Second, Band: sim.Band{MaxOverPct: 100},
+	}, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seconds := run.Seconds()
+	real := map[string]float64{
+		"Redis commands per request":  (redisAfter - redisBefore) / float64(len(sent.results)),
+		"MySQL statements per second": (mysqlAfter.statements - mysqlBefore.statements) / seconds,
+	}
+	simulated := map[string]float64{
+		"Redis commands per request":  res.RedisCallsPerRequest,
+		"MySQL statements per second": res.MySQLStatementsPerSecond,
+	}
+	t.Logf("%d requests sent, %d simulated (load average %s); MySQL rows per second: %.1f counted by MariaDB, %.1f simulated",
+		len(sent.results), res.Requests, loadavg(), (mysqlAfter.rows-mysqlBefore.rows)/seconds, res.MySQLRowsPerSecond)
+	for name, r := range real {
+		s := simulated[name]
+		t.Logf("%s: %.3f real, %.3f simulated", name, r, s)
+		if math.Abs(r-s) > margin*max(r, s) {
+			t.Errorf("%s: %.3f from the real processes, %.3f simulated: more than %.0f%% apart", name, r, s, 100*margin)
+		}
+	}
+}
+
+// redisCommands returns the calls of the commands the Redis origin runs,
+// those its scripts run included, from INFO commandstats.
+func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for line := range strings.SplitSeq(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "evalsha", "eval", "hget", "hincrby", "hset", "pexpire":
+		default:
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		if v, err := strconv.ParseFloat(calls, 64); ok && err == nil {
+			n += v
+		}
+	}
+	return n
+}
+
+// mysqlTally is what MariaDB's status counters say it ran and wrote.
+type mysqlTally struct{ statements, rows float64 }
+
+// mysqlCounters reads the statements (INSERT, SELECT, UPDATE, DELETE) the
+// server ran and the rows its storage engines wrote or updated
+// (Handler_write, Handler_update), server-wide.
+func mysqlCounters(t *testing.T, db *sql.DB) mysqlTally {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "SHOW GLOBAL STATUS WHERE Variable_name IN "+
+		"('Com_insert', 'Com_select', 'Com_update', 'Com_delete', 'Handler_write', 'Handler_update')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out mysqlTally
+	for rows.Next() {
+		var name string
+		var v float64
+		if err := rows.Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(name, "Com_") {
+			out.statements += v
+		} else {
+			out.rows += v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

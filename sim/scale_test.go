@@ -1,0 +1,62 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestFitExponent(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		xs, ys []float64
+		want   float64
+		ok     bool
+	}{
+		{"linear", []float64{1, 10, 100}, []float64{3, 30, 300}, 1, true},
+		{"square root", []float64{4, 16, 64}, []float64{2, 4, 8}, 0.5, true},
+		{"constant", []float64{1, 2, 4}, []float64{7, 7, 7}, 0, true},
+		{"zeros left out", []float64{1, 2, 4}, []float64{0, 2, 4}, 1, true},
+		{"one point left", []float64{1, 2}, []float64{0, 2}, 0, false},
+		{"no spread in x", []float64{3, 3}, []float64{1, 2}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := fitExponent(tc.xs, tc.ys)
+			if ok != tc.ok || ok && math.Abs(got-tc.want) > 1e-9 {
+				t.Fatalf("fitExponent = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestScaleStudyShape checks that every series of the scale study varies
+// one setting of the base point, that each scenario is valid and found by
+// name, and that the tables name every series and cost.
+func TestScaleStudyShape(t *testing.T) {
+	series := ScaleStudy()
+	results := make([][]Result, len(series))
+	for i, sr := range series {
+		if len(sr.Values) != len(sr.Scenarios) || len(sr.Values) < 3 {
+			t.Fatalf("%s: %d values, %d scenarios", sr.Dimension, len(sr.Values), len(sr.Scenarios))
+		}
+		for _, s := range sr.Scenarios {
+			if err := s.Validate(); err != nil {
+				t.Fatalf("%s: %v", s.Name, err)
+			}
+			if _, ok := Find(s.Name); !ok {
+				t.Fatalf("Find(%q) finds nothing", s.Name)
+			}
+			results[i] = append(results[i], Result{Requests: 1, Costs: Costs{RedisCallsPerRequest: float64(len(results[i]) + 1)}})
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteScale(&b, series, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### identities", "### nodes", "### regions", "### load", "Fitted exponents", "Redis commands / request", "over-admission %"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the tables lack %q", want)
+		}
+	}
+}
