@@ -96,6 +96,7 @@ func TestSimErrors(t *testing.T) {
 		{"missing file", []string{filepath.Join(dir, "none.yaml")}, 1, "none.yaml"},
 		{"unknown name", []string{"no-such-scenario"}, 1, `no built-in scenario or file "no-such-scenario"`},
 		{"nothing to run", nil, 1, "pass --all, --trace or --list"},
+		{"the scale study with a scenario", []string{"--scale", "region-2x"}, 1, "--scale runs the scale study alone"},
 		{"malformed trace", []string{"--trace", badTrace, "--limit", "5", "--duration", "1s"}, 1, "sim: " + badTrace + ":3: field cost: want a non-negative integer"},
 		{"trace without a limit", []string{"--trace", badTrace}, 1, "--trace needs --limit and --duration"},
 		{"limit without a trace", []string{"one-node", "--limit", "5"}, 1, "--limit and --duration go with --trace"},
