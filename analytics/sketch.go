@@ -1,0 +1,180 @@
+package analytics
+
+import (
+	"cmp"
+	"slices"
+)
+
+// SketchSize is k, the number of counters of one space-saving sketch. It
+// fixes the error bound: a count is over the true count by at most N/k, N
+// being the requests (or denials) of the namespace in the window.
+const SketchSize = 64
+
+// indexSlots is the size of a sketch's open-addressing index: twice
+// SketchSize, a power of two, so that probes stay short.
+const indexSlots = 2 * SketchSize
+
+// sketch is a space-saving summary (Metwally, Agrawal, El Abbadi, 2005) of
+// one stream of identifiers with SketchSize counters. Every identifier it
+// holds has count ≥ its true count ≥ count − err; an identifier it does not
+// hold has a true count ≤ the smallest count (0 while the sketch is not
+// full), and the smallest count is at most total/SketchSize.
+type sketch struct {
+	n     int    // entries in use
+	total uint64 // the length of the stream summarised
+	ids   [SketchSize]string
+	hash  [SketchSize]uint64
+	count [SketchSize]uint64
+	err   [SketchSize]uint64
+	index [indexSlots]uint8 // entry+1, or 0 for an empty slot
+}
+
+// reset empties s.
+func (s *sketch) reset() { *s = sketch{} }
+
+// find returns the index slot that holds the entry of id, or the empty slot
+// where it would go, and whether it was found.
+func (s *sketch) find(id string, h uint64) (int, bool) {
+	for i := int(h) & (indexSlots - 1); ; i = (i + 1) & (indexSlots - 1) {
+		e := s.index[i]
+		if e == 0 {
+			return i, false
+		}
+		if s.hash[e-1] == h && s.ids[e-1] == id {
+			return i, true
+		}
+	}
+}
+
+// add counts c occurrences of id, whose hash is h.
+func (s *sketch) add(id string, h uint64, c uint64) {
+	s.total += c
+	slot, ok := s.find(id, h)
+	if ok {
+		s.count[s.index[slot]-1] += c
+		return
+	}
+	if s.n < SketchSize {
+		e := s.n
+		s.n++
+		s.ids[e], s.hash[e], s.count[e], s.err[e] = id, h, c, 0
+		s.index[slot] = uint8(e + 1)
+		return
+	}
+	e := s.minEntry()
+	s.unindex(e)
+	s.ids[e], s.hash[e] = id, h
+	s.err[e] = s.count[e]
+	s.count[e] += c
+	slot, _ = s.find(id, h)
+	s.index[slot] = uint8(e + 1)
+}
+
+// minEntry returns the entry with the smallest count (the first of
+// several).
+func (s *sketch) minEntry() int {
+	m := 0
+	for e := 1; e < s.n; e++ {
+		if s.count[e] < s.count[m] {
+			m = e
+		}
+	}
+	return m
+}
+
+// min is the smallest count of a full sketch, the most an identifier it
+// does not hold can have occurred; 0 when the sketch is not full, since it
+// then holds every identifier of its stream exactly.
+func (s *sketch) min() uint64 {
+	if s.n < SketchSize {
+		return 0
+	}
+	return s.count[s.minEntry()]
+}
+
+// unindex removes entry e from the index by backward-shift deletion, so
+// that no probe sequence is broken.
+func (s *sketch) unindex(e int) {
+	i := int(s.hash[e]) & (indexSlots - 1)
+	for int(s.index[i]) != e+1 {
+		i = (i + 1) & (indexSlots - 1)
+	}
+	for {
+		s.index[i] = 0
+		j := i
+		for {
+			j = (j + 1) & (indexSlots - 1)
+			if s.index[j] == 0 {
+				return
+			}
+			home := int(s.hash[s.index[j]-1]) & (indexSlots - 1)
+			// The entry at j may move to i unless its home lies cyclically
+			// in (i, j].
+			if (i < j && (home <= i || home > j)) || (i > j && home <= i && home > j) {
+				s.index[i] = s.index[j]
+				i = j
+				break
+			}
+		}
+	}
+}
+
+// Heavy is one identifier of a top list: Count is an upper bound of its
+// true count over the window and Count − Error a lower bound.
+type Heavy struct {
+	// Identifier is the request's identifier.
+	Identifier string
+	// Count is at least the true count, and at most Count − Error more.
+	Count uint64
+	// Error bounds the overestimate: the true count is in
+	// [Count − Error, Count]. It is at most N/SketchSize, N being the
+	// window's total.
+	Error uint64
+}
+
+// merged is the merge of several sketches of consecutive parts of a stream
+// (the buckets of a window): every identifier any of them holds, with the
+// bounds of the whole stream, and the stream's total.
+type merged struct {
+	heavy []Heavy
+	total uint64
+}
+
+// merge combines sketches of disjoint parts of one stream (Agarwal et al.,
+// "Mergeable summaries", 2012): an identifier's count is the sum over the
+// sketches of its count where held and of the sketch's minimum where not
+// (an upper bound there), its error the sum of its errors where held and of
+// the minimum where not. So count ≥ true ≥ count − error, and error ≤ Σ
+// min_i ≤ Σ N_i/k = N/k. Any identifier with a true count above N/k is held
+// by at least one sketch and so listed.
+func merge(parts []*sketch) merged {
+	var out merged
+	var mins uint64
+	type acc struct{ over, under uint64 } // Σ (count_i − min_i), Σ (min_i − err_i)
+	accs := map[string]*acc{}
+	for _, s := range parts {
+		out.total += s.total
+		m := s.min()
+		mins += m
+		for e := range s.n {
+			a := accs[s.ids[e]]
+			if a == nil {
+				a = &acc{}
+				accs[s.ids[e]] = a
+			}
+			a.over += s.count[e] - m
+			a.under += m - s.err[e]
+		}
+	}
+	out.heavy = make([]Heavy, 0, len(accs))
+	for id, a := range accs {
+		out.heavy = append(out.heavy, Heavy{Identifier: id, Count: mins + a.over, Error: mins - a.under})
+	}
+	slices.SortFunc(out.heavy, func(a, b Heavy) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Identifier, b.Identifier)
+	})
+	return out
+}
