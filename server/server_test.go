@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/analytics"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -45,6 +46,13 @@ func newServerOver(t testing.TB, st store.Store, cfg Config) *Server {
 	}
 	reg := prometheus.NewRegistry()
 	cfg.Limiter, cfg.Catalog, cfg.Metrics, cfg.Gatherer = lim, cache, NewMetrics(reg), reg
+	if cfg.Analytics == nil {
+		rec, err := analytics.New(analytics.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Analytics = rec
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/analytics"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/redis"
 	"github.com/sluicehq/sluice/server"
@@ -69,6 +70,7 @@ type serveCmd struct {
 	TLSFlags                `embed:""`
 	AdminFlags              `embed:""`
 	RLSFlags                `embed:""`
+	AnalyticsFlags          `embed:""`
 
 	argv map[string]bool // the flags set on the command line, by AfterApply
 }
@@ -87,6 +89,7 @@ func (c *serveCmd) Validate() error {
 		c.validateLimits(),
 		c.validateStore(),
 		c.validateTracing(),
+		c.AnalyticsFlags.validate(),
 	} {
 		var more configErrors
 		switch {
@@ -316,7 +319,11 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, err := c.newAPI(limiter, catalog, keys, log, obs, &hup, &cl)
+	rec, err := c.newAnalytics(log, &cl)
+	if err != nil {
+		return err
+	}
+	api, err := c.newAPI(limiter, catalog, keys, rec, log, obs, &hup, &cl)
 	if err != nil {
 		return err
 	}
@@ -517,8 +524,12 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 // with its SIGHUP reload. Its Close, which waits for the namespace
 // creations in flight, runs before the limiter and the catalog close. The
 // metrics are served by the admin listener, not by the API.
-func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
-	rlsService, services, err := c.newRLS(limiter, log, obs.rls, hup, cl)
+func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, rec *analytics.Recorder, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
+	var recorder server.Analytics // nil, not a nil *Recorder, when off
+	if rec != nil {
+		recorder = rec
+	}
+	rlsService, services, err := c.newRLS(limiter, recorder, log, obs.rls, hup, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -533,6 +544,7 @@ func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []
 		Metrics:       obs.metrics,
 		Services:      c.clusterServices(services),
 		MaxNamespaces: c.MaxNamespaces,
+		Analytics:     recorder,
 
 		TracerProvider: obs.tracer,
 	})
