@@ -18,6 +18,8 @@ type Analytics interface {
 	// Report returns the analytics of workspace's namespace over iv ending
 	// at now.
 	Report(workspace, namespace string, iv analytics.Interval, now time.Time) (analytics.Report, error)
+	// Namespaces returns the namespaces with analytics, for the console.
+	Namespaces() []analytics.Key
 }
 
 var _ Analytics = (*analytics.Recorder)(nil)

@@ -408,31 +408,37 @@ func (s *Server) route(path string, h apiHandler) {
 		if !ok {
 			return
 		}
-		span := s.tracing.recording(r)
-		if span != nil {
-			span.SetAttributes(AttrWorkspace.String(ws))
-		}
-		if e := checkContentType(r.Header.Get("Content-Type")); e != nil {
-			s.writeError(x, e)
-			return
-		}
-		if !s.readBody(x, r) {
-			return
-		}
-		c := &x.call
-		*c = call{ctx: r.Context(), workspace: ws, body: x.body, span: span, start: x.start, data: x.data[:0]}
-		e := h(c)
-		x.data = c.data
-		if e != nil {
-			if e.Status >= 500 {
-				s.cfg.Logger.Error("server: request failed", "requestId", x.id, "endpoint", endpoint, "workspace", ws, "status", e.Status, "err", e.cause)
-			}
-			s.writeError(x, e)
-			return
-		}
-		x.out = appendOK(x.out[:0], x.id, c.data, c.page)
-		send(x, http.StatusOK, x.out)
+		s.handle(x, r, endpoint, ws, h)
 	}))
+}
+
+// handle serves an API call of workspace ws, authenticated by the caller:
+// the content type, the body, the handler, and the answer.
+func (s *Server) handle(x *exchange, r *http.Request, endpoint, ws string, h apiHandler) {
+	span := s.tracing.recording(r)
+	if span != nil {
+		span.SetAttributes(AttrWorkspace.String(ws))
+	}
+	if e := checkContentType(r.Header.Get("Content-Type")); e != nil {
+		s.writeError(x, e)
+		return
+	}
+	if !s.readBody(x, r) {
+		return
+	}
+	c := &x.call
+	*c = call{ctx: r.Context(), workspace: ws, body: x.body, span: span, start: x.start, data: x.data[:0]}
+	e := h(c)
+	x.data = c.data
+	if e != nil {
+		if e.Status >= 500 {
+			s.cfg.Logger.Error("server: request failed", "requestId", x.id, "endpoint", endpoint, "workspace", ws, "status", e.Status, "err", e.cause)
+		}
+		s.writeError(x, e)
+		return
+	}
+	x.out = appendOK(x.out[:0], x.id, c.data, c.page)
+	send(x, http.StatusOK, x.out)
 }
 
 // authenticate returns the workspace of the request's root key, or counts

@@ -288,7 +288,8 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ready, err := c.startAdmin(ctx, obs.reg, log, &cl)
+	var console lateHandler
+	ready, err := c.startAdmin(ctx, obs.reg, &console, log, &cl)
 	if err != nil {
 		return err
 	}
@@ -327,6 +328,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	console.set(api.ConsoleHandler())
 	ln, err := c.listen(ctx, limiter, obs.reg, log, &cl)
 	if err != nil {
 		return err
