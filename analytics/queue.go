@@ -5,12 +5,25 @@ import "sync/atomic"
 // event is one recorded decision waiting in the queue.
 type event struct {
 	workspace, namespace, identifier string
-	second                           int64 // Unix seconds
-	passed                           bool
+	stamp                            int64 // Unix seconds << 1 | 1 if passed
 }
 
-// cell is one slot of the queue. seq says whose turn it is: pos while free
-// for the producer of position pos, pos+1 once that producer wrote it.
+// second and passed unpack the event's stamp.
+func (e *event) second() int64 { return e.stamp >> 1 }
+func (e *event) passed() bool  { return e.stamp&1 == 1 }
+
+// stamp packs a decision's second and outcome.
+func stamp(second int64, passed bool) int64 {
+	s := second << 1
+	if passed {
+		s |= 1
+	}
+	return s
+}
+
+// cell is one slot of the queue, 64 bytes: one cache line. seq says whose
+// turn it is: pos while free for the producer of position pos, pos+1 once
+// that producer wrote it.
 type cell struct {
 	seq atomic.Uint64
 	ev  event
@@ -36,26 +49,31 @@ func newQueue(size int) *queue {
 	return q
 }
 
-// push appends the event of its arguments, written in place; false if the
-// queue is full.
-func (q *queue) push(workspace, namespace, identifier string, second int64, passed bool) bool {
+// tryPush appends the event of its arguments, written in place, if the
+// queue has room and no other producer claims the same cell meanwhile: one
+// load of the tail, one of the cell, a CAS and a store. Small enough to be
+// inlined.
+func (q *queue) tryPush(workspace, namespace, identifier string, stamp int64) bool {
 	pos := q.tail.Load()
+	c := &q.cells[pos&q.mask]
+	if c.seq.Load() != pos || !q.tail.CompareAndSwap(pos, pos+1) {
+		return false
+	}
+	c.ev.workspace, c.ev.namespace, c.ev.identifier, c.ev.stamp = workspace, namespace, identifier, stamp
+	c.seq.Store(pos + 1)
+	return true
+}
+
+// push is tryPush, retried while other producers win the cell; false if
+// the queue is full.
+func (q *queue) push(workspace, namespace, identifier string, stamp int64) bool {
 	for {
-		c := &q.cells[pos&q.mask]
-		seq := c.seq.Load()
-		switch d := int64(seq - pos); {
-		case d == 0:
-			if q.tail.CompareAndSwap(pos, pos+1) {
-				c.ev.workspace, c.ev.namespace, c.ev.identifier = workspace, namespace, identifier
-				c.ev.second, c.ev.passed = second, passed
-				c.seq.Store(pos + 1)
-				return true
-			}
-			pos = q.tail.Load()
-		case d < 0:
+		if q.tryPush(workspace, namespace, identifier, stamp) {
+			return true
+		}
+		pos := q.tail.Load()
+		if int64(q.cells[pos&q.mask].seq.Load()-pos) < 0 {
 			return false
-		default:
-			pos = q.tail.Load()
 		}
 	}
 }

@@ -92,6 +92,8 @@ type Recorder struct {
 	mu     sync.Mutex
 	spaces map[Key]*space
 	other  *space // namespaces beyond the cap; nil until one comes
+	last   Key    // the namespace of the last decision applied, and its space:
+	lastSp *space // consecutive decisions mostly share one
 	swept  int64  // the second of the last sweep of idle namespaces
 	stats  Stats
 }
@@ -117,8 +119,16 @@ func New(cfg Config) (*Recorder, error) {
 // at now: passed, or denied. It queues the decision without a lock; when
 // the queue is full it applies the queue itself first.
 func (r *Recorder) Record(workspace, namespace, identifier string, passed bool, now time.Time) {
-	second := now.Unix()
-	for !r.q.push(workspace, namespace, identifier, second, passed) {
+	st := stamp(now.Unix(), passed)
+	if !r.q.tryPush(workspace, namespace, identifier, st) {
+		r.recordSlow(workspace, namespace, identifier, st)
+	}
+}
+
+// recordSlow queues a decision another producer raced for, or that found
+// the queue full: then it applies the queue itself first.
+func (r *Recorder) recordSlow(workspace, namespace, identifier string, st int64) {
+	for !r.q.push(workspace, namespace, identifier, st) {
 		r.mu.Lock()
 		r.stats.Stalls++
 		r.drain()
@@ -138,6 +148,7 @@ func (r *Recorder) Advance(now time.Time) {
 		return
 	}
 	r.swept = t
+	r.last, r.lastSp = Key{}, nil
 	idle := t - int64(IdleAfter/time.Second)
 	for k, s := range r.spaces {
 		if s.last < idle {
@@ -163,11 +174,26 @@ func (r *Recorder) drain() {
 
 // apply adds one decision to its namespace's space.
 func (r *Recorder) apply(ev *event) {
-	if ev.second < 0 {
+	if ev.second() < 0 {
 		r.stats.Late++
 		return
 	}
 	k := Key{Workspace: ev.workspace, Namespace: ev.namespace}
+	s := r.lastSp
+	if s == nil || k != r.last {
+		s = r.space(k)
+		r.last, r.lastSp = k, s
+	}
+	if s == r.other {
+		r.stats.Aggregated++
+	}
+	if !s.add(ev.second(), ev.identifier, maphash.String(r.seed, ev.identifier), ev.passed()) {
+		r.stats.Late++
+	}
+}
+
+// space returns k's space, made if the cap allows, else the aggregate's.
+func (r *Recorder) space(k Key) *space {
 	s := r.spaces[k]
 	if s == nil {
 		if len(r.spaces) < r.max {
@@ -178,12 +204,9 @@ func (r *Recorder) apply(ev *event) {
 				r.other = newSpace()
 			}
 			s = r.other
-			r.stats.Aggregated++
 		}
 	}
-	if !s.add(ev.second, ev.identifier, maphash.String(r.seed, ev.identifier), ev.passed) {
-		r.stats.Late++
-	}
+	return s
 }
 
 // Stats returns the recorder's counts, after applying the queue.

@@ -22,6 +22,13 @@ const indexSlots = 2 * SketchSize
 type sketch struct {
 	n     int    // entries in use
 	total uint64 // the length of the stream summarised
+	// Once the sketch is full: the smallest count, how many entries have
+	// it, and where the last search for one stopped. Counts only grow, so
+	// the smallest is found again only when no entry has it any more: an
+	// eviction costs O(1) amortised, not a scan of every counter.
+	minCount uint64
+	nMin     int
+	cursor   int
 	ids   [SketchSize]string
 	hash  [SketchSize]uint64
 	count [SketchSize]uint64
@@ -50,36 +57,59 @@ func (s *sketch) find(id string, h uint64) (int, bool) {
 func (s *sketch) add(id string, h uint64, c uint64) {
 	s.total += c
 	slot, ok := s.find(id, h)
-	if ok {
-		s.count[s.index[slot]-1] += c
-		return
-	}
-	if s.n < SketchSize {
+	switch {
+	case ok:
+		e := int(s.index[slot] - 1)
+		if s.n == SketchSize && s.count[e] == s.minCount {
+			s.nMin--
+		}
+		s.count[e] += c
+	case s.n < SketchSize:
 		e := s.n
 		s.n++
 		s.ids[e], s.hash[e], s.count[e], s.err[e] = id, h, c, 0
 		s.index[slot] = uint8(e + 1)
+		if s.n == SketchSize {
+			s.recountMin()
+		}
 		return
+	default:
+		e := s.takeMin()
+		s.nMin--
+		s.unindex(e)
+		s.ids[e], s.hash[e] = id, h
+		s.err[e] = s.count[e]
+		s.count[e] += c
+		slot, _ = s.find(id, h)
+		s.index[slot] = uint8(e + 1)
 	}
-	e := s.minEntry()
-	s.unindex(e)
-	s.ids[e], s.hash[e] = id, h
-	s.err[e] = s.count[e]
-	s.count[e] += c
-	slot, _ = s.find(id, h)
-	s.index[slot] = uint8(e + 1)
+	if s.n == SketchSize && s.nMin == 0 {
+		s.recountMin()
+	}
 }
 
-// minEntry returns the entry with the smallest count (the first of
-// several).
-func (s *sketch) minEntry() int {
-	m := 0
-	for e := 1; e < s.n; e++ {
-		if s.count[e] < s.count[m] {
-			m = e
+// takeMin returns an entry of a full sketch whose count is the smallest,
+// searching on from the last one found.
+func (s *sketch) takeMin() int {
+	for s.count[s.cursor] != s.minCount {
+		s.cursor = (s.cursor + 1) % SketchSize
+	}
+	return s.cursor
+}
+
+// recountMin finds the smallest count of a full sketch and how many
+// entries have it.
+func (s *sketch) recountMin() {
+	m, n := s.count[0], 0
+	for _, c := range s.count {
+		switch {
+		case c < m:
+			m, n = c, 1
+		case c == m:
+			n++
 		}
 	}
-	return m
+	s.minCount, s.nMin = m, n
 }
 
 // min is the smallest count of a full sketch, the most an identifier it
@@ -89,7 +119,7 @@ func (s *sketch) min() uint64 {
 	if s.n < SketchSize {
 		return 0
 	}
-	return s.count[s.minEntry()]
+	return s.minCount
 }
 
 // unindex removes entry e from the index by backward-shift deletion, so

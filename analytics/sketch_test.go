@@ -116,6 +116,20 @@ func checkIndex(t interface{ Fatalf(string, ...any) }, s *sketch) {
 	if used != s.n {
 		t.Fatalf("index holds %d entries, sketch %d", used, s.n)
 	}
+	if s.n == SketchSize {
+		m, n := s.count[0], 0
+		for _, c := range s.count {
+			if c < m {
+				m, n = c, 0
+			}
+			if c == m {
+				n++
+			}
+		}
+		if s.minCount != m || s.nMin != n {
+			t.Fatalf("smallest count %d held by %d, sketch says %d held by %d", m, n, s.minCount, s.nMin)
+		}
+	}
 	for e := range s.n {
 		slot, ok := s.find(s.ids[e], s.hash[e])
 		if !ok || int(s.index[slot]) != e+1 {

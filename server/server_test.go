@@ -32,6 +32,10 @@ func newServerWith(t testing.TB, cfg Config) *Server {
 	return newServerOver(t, newMemStore(), cfg)
 }
 
+// noAnalytics, as Config.Analytics of newServerWith, builds a server
+// without analytics; nil gives it a recorder.
+type noAnalytics struct{ Analytics }
+
 // newServerOver is newServerWith over the store st.
 func newServerOver(t testing.TB, st store.Store, cfg Config) *Server {
 	t.Helper()
@@ -46,12 +50,15 @@ func newServerOver(t testing.TB, st store.Store, cfg Config) *Server {
 	}
 	reg := prometheus.NewRegistry()
 	cfg.Limiter, cfg.Catalog, cfg.Metrics, cfg.Gatherer = lim, cache, NewMetrics(reg), reg
-	if cfg.Analytics == nil {
+	switch cfg.Analytics.(type) {
+	case nil:
 		rec, err := analytics.New(analytics.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Analytics = rec
+	case noAnalytics:
+		cfg.Analytics = nil
 	}
 	s, err := New(cfg)
 	if err != nil {
