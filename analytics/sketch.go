@@ -29,11 +29,11 @@ type sketch struct {
 	minCount uint64
 	nMin     int
 	cursor   int
-	ids   [SketchSize]string
-	hash  [SketchSize]uint64
-	count [SketchSize]uint64
-	err   [SketchSize]uint64
-	index [indexSlots]uint8 // entry+1, or 0 for an empty slot
+	ids      [SketchSize]string
+	hash     [SketchSize]uint64
+	count    [SketchSize]uint64
+	err      [SketchSize]uint64
+	index    [indexSlots]uint8 // entry+1, or 0 for an empty slot
 }
 
 // reset empties s.
