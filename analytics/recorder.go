@@ -30,7 +30,7 @@ const (
 // BytesPerNamespace bounds the heap of one tracked namespace, not counting
 // the identifiers its sketches hold: the two rings (40,320 bytes, 45,056
 // as allocated) and, once every bucket has seen requests and denials, 28
-// sketches (14 buckets, each of requests and of denials) of 2,704 bytes
+// sketches (14 buckets, each of requests and of denials) of 2,728 bytes
 // (3,072 as allocated), with their bookkeeping. A namespace without
 // denials allocates half the sketches. The identifiers held add at most
 // 28 × SketchSize = 1,792 strings (at most 512 bytes each through the
