@@ -58,7 +58,7 @@ func (r *Recorder) Report(workspace, namespace string, iv Interval, now time.Tim
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drain()
-	return report(r.spaces[Key{Workspace: workspace, Namespace: namespace}], iv, now.Unix())
+	return reportOf(r.spaces[Key{Workspace: workspace, Namespace: namespace}], iv, now.Unix(), nil)
 }
 
 // Other returns the aggregate of the namespaces beyond the cap, all
@@ -68,11 +68,12 @@ func (r *Recorder) Other(iv Interval, now time.Time) (Report, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drain()
-	return report(r.other, iv, now.Unix())
+	return reportOf(r.other, iv, now.Unix(), nil)
 }
 
-// report builds the report of s (nil: nothing recorded) at second now.
-func report(s *space, iv Interval, now int64) (Report, error) {
+// reportOf builds the report of s (nil: nothing recorded here) and the
+// parts of other nodes at second now.
+func reportOf(s *space, iv Interval, now int64, parts []Part) (Report, error) {
 	var rep Report
 	var points, per int64 // points of the series, seconds per point
 	switch iv {
@@ -87,33 +88,65 @@ func report(s *space, iv Interval, now int64) (Report, error) {
 	}
 	rep.Step = time.Duration(per) * time.Second
 	rep.Series = make([]Point, points)
-	end := floorDiv(now, per)
+	first := floorDiv(now, per) - points + 1
 	for i := range rep.Series {
-		p := end - points + 1 + int64(i)
-		rep.Series[i].Time = time.Unix(p*per, 0).UTC()
+		rep.Series[i].Time = time.Unix((first+int64(i))*per, 0).UTC()
 	}
 	rep.TopRequests, rep.TopDenied = []Heavy{}, []Heavy{}
-	if s == nil {
-		return rep, nil
-	}
-	rep.Tracked = true
-	r := &s.seconds
-	if per == 60 {
-		r = &s.minutes
-	}
-	for i := range rep.Series {
-		c := r.at(end - points + 1 + int64(i))
-		rep.Series[i].Passed, rep.Series[i].Denied = uint64(c.passed), uint64(c.denied)
-	}
-	w := &s.hour
+	w, width := Hour, int64(hourWidth)
 	if iv == Minute {
-		w = &s.minute
+		w, width = Minute, minuteWidth
 	}
-	requests, denied := w.sketches(now)
+	var requests, denied []Summary
+	if s != nil {
+		rep.Tracked = true
+		r, win := &s.seconds, &s.hour
+		if per == 60 {
+			r = &s.minutes
+		}
+		if iv == Minute {
+			win = &s.minute
+		}
+		for i := range rep.Series {
+			c := r.at(first + int64(i))
+			rep.Series[i].Passed, rep.Series[i].Denied = uint64(c.passed), uint64(c.denied)
+		}
+		rs, ds := win.sketches(now)
+		requests, denied = summaries(rs), summaries(ds)
+	}
+	for _, p := range parts {
+		rep.Tracked = true
+		addSeries(rep.Series, first, per, p)
+		for k, sum := range p.Top {
+			if k.Window != w || k.Period > now/width || k.Period <= now/width-topBuckets {
+				continue
+			}
+			if k.Denied {
+				denied = append(denied, sum)
+			} else {
+				requests = append(requests, sum)
+			}
+		}
+	}
 	mr, md := merge(requests), merge(denied)
 	rep.Requests, rep.Denials = mr.total, md.total
 	rep.TopRequests, rep.TopDenied = top(mr.heavy), top(md.heavy)
 	return rep, nil
+}
+
+// addSeries adds a part's periods to a series of per-second points from
+// period first.
+func addSeries(series []Point, first, per int64, p Part) {
+	periods := p.Seconds
+	if per == 60 {
+		periods = p.Minutes
+	}
+	for t, c := range periods {
+		if i := t - first; i >= 0 && i < int64(len(series)) {
+			series[i].Passed += c.Passed
+			series[i].Denied += c.Denied
+		}
+	}
 }
 
 // top returns the first TopN of h, never nil.

@@ -162,6 +162,27 @@ type Heavy struct {
 	Error uint64
 }
 
+// Summary is one top-list bucket's sketch as nodes share it: what
+// [Recorder.Changes] exports and [Recorder.ReportWith] merges.
+type Summary struct {
+	// Total is the number of decisions the sketch summarises.
+	Total uint64
+	// Min is the most an identifier the sketch does not list can have
+	// occurred: its smallest count when full, else 0.
+	Min uint64
+	// Entries are the identifiers it holds, with their counts and errors.
+	Entries []Heavy
+}
+
+// summary returns s as a Summary.
+func (s *sketch) summary() Summary {
+	out := Summary{Total: s.total, Min: s.min(), Entries: make([]Heavy, s.n)}
+	for e := range s.n {
+		out.Entries[e] = Heavy{Identifier: s.ids[e], Count: s.count[e], Error: s.err[e]}
+	}
+	return out
+}
+
 // merged is the merge of several sketches of consecutive parts of a stream
 // (the buckets of a window): every identifier any of them holds, with the
 // bounds of the whole stream, and the stream's total.
@@ -170,35 +191,38 @@ type merged struct {
 	total uint64
 }
 
-// merge combines sketches of disjoint parts of one stream (Agarwal et al.,
-// "Mergeable summaries", 2012): an identifier's count is the sum over the
-// sketches of its count where held and of the sketch's minimum where not
-// (an upper bound there), its error the sum of its errors where held and of
-// the minimum where not. So count ≥ true ≥ count − error, and error ≤ Σ
-// min_i ≤ Σ N_i/k = N/k. Any identifier with a true count above N/k is held
-// by at least one sketch and so listed.
-func merge(parts []*sketch) merged {
+// merge combines summaries of disjoint parts of one stream (Agarwal et
+// al., "Mergeable summaries", 2012): the buckets of a window, of one node
+// or of several. An identifier's count is the sum over the summaries of
+// its count where held and of the summary's Min where not (an upper bound
+// there), its error the sum of its errors where held and of Min where not.
+// So count ≥ true ≥ count − error, and error ≤ Σ Min_i ≤ Σ N_i/k = N/k.
+// Any identifier with a true count above N/k is held by at least one
+// summary and so listed.
+func merge(parts []Summary) merged {
 	var out merged
 	var mins uint64
 	type acc struct{ over, under uint64 } // Σ (count_i − min_i), Σ (min_i − err_i)
 	accs := map[string]*acc{}
 	for _, s := range parts {
-		out.total += s.total
-		m := s.min()
+		out.total += s.Total
+		m := s.Min
 		mins += m
-		for e := range s.n {
-			a := accs[s.ids[e]]
+		for _, h := range s.Entries {
+			a := accs[h.Identifier]
 			if a == nil {
 				a = &acc{}
-				accs[s.ids[e]] = a
+				accs[h.Identifier] = a
 			}
-			a.over += s.count[e] - m
-			a.under += m - s.err[e]
+			// A summary from another node obeys the same rules; clamp what
+			// would not, so that a bad one cannot wrap the sums around.
+			a.over += max(h.Count, m) - m
+			a.under += m - min(h.Error, m)
 		}
 	}
 	out.heavy = make([]Heavy, 0, len(accs))
 	for id, a := range accs {
-		out.heavy = append(out.heavy, Heavy{Identifier: id, Count: mins + a.over, Error: mins - a.under})
+		out.heavy = append(out.heavy, Heavy{Identifier: id, Count: mins + a.over, Error: mins - min(a.under, mins)})
 	}
 	slices.SortFunc(out.heavy, func(a, b Heavy) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
@@ -206,5 +230,14 @@ func merge(parts []*sketch) merged {
 		}
 		return cmp.Compare(a.Identifier, b.Identifier)
 	})
+	return out
+}
+
+// summaries returns the Summary of each sketch.
+func summaries(ss []*sketch) []Summary {
+	out := make([]Summary, len(ss))
+	for i, s := range ss {
+		out[i] = s.summary()
+	}
 	return out
 }

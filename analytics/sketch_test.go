@@ -30,7 +30,7 @@ func TestSketchExactBelowK(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var s sketch
 			addAll(&s, tc.stream...)
-			m := merge([]*sketch{&s})
+			m := merge(summaries([]*sketch{&s}))
 			if len(m.heavy) != len(tc.want) || m.total != uint64(len(tc.stream)) {
 				t.Fatalf("got %v (total %d), want %v", m.heavy, m.total, tc.want)
 			}
@@ -48,7 +48,7 @@ func TestSketchExactBelowK(t *testing.T) {
 func TestSketchOrder(t *testing.T) {
 	var s sketch
 	addAll(&s, "b", "a", "c", "c")
-	m := merge([]*sketch{&s})
+	m := merge(summaries([]*sketch{&s}))
 	got := []string{m.heavy[0].Identifier, m.heavy[1].Identifier, m.heavy[2].Identifier}
 	if got[0] != "c" || got[1] != "a" || got[2] != "b" {
 		t.Fatalf("order %v, want [c a b]", got)
@@ -84,7 +84,7 @@ func TestSketchBounds(t *testing.T) {
 			}
 			checkIndex(t, parts[i])
 		}
-		m := merge(parts)
+		m := merge(summaries(parts))
 		if m.total != n {
 			t.Fatalf("total %d, want %d", m.total, n)
 		}
