@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"os"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/servetest"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // sluiceBinary builds cmd/sluice once for the tests that run it.
@@ -94,6 +97,33 @@ func TestAnalyticsFlag(t *testing.T) {
 			if code != tc.code || !strings.Contains(body, tc.want) {
 				t.Fatalf("getAnalytics: %d %s; want %d with %s", code, body, tc.code, tc.want)
 			}
+		})
+	}
+}
+
+// TestAnalyticsRegion runs two servers sharing a Redis: each answers
+// getAnalytics for both, once the other has published (every second).
+func TestAnalyticsRegion(t *testing.T) {
+	redisURL := "redis://" + testenv.RedisAddr(t)
+	a := startSluice(t, "--redis-url", redisURL)
+	b := startSluice(t, "--redis-url", redisURL)
+	var nb [6]byte
+	_, _ = rand.Read(nb[:])
+	ns := "region-" + hex.EncodeToString(nb[:])
+	limit := func(s *servetest.Server, id string, n int) {
+		for range n {
+			if code, body := postJSON(t, s.URL+"/v2/ratelimit.limit", `{"namespace":"`+ns+`","identifier":"`+id+`","limit":100,"duration":60000}`); code != 200 {
+				t.Fatalf("limit: %d %s", code, body)
+			}
+		}
+	}
+	limit(a, "on-a", 3)
+	limit(b, "on-b", 5)
+	for _, s := range []*servetest.Server{a, b} {
+		waitFor(t, "both nodes' decisions in one answer", func() bool {
+			code, body := postJSON(t, s.URL+"/v2/ratelimit.getAnalytics", `{"namespace":"`+ns+`","interval":"1m"}`)
+			return code == 200 && strings.Contains(body, `{"identifier":"on-b","count":5,"error":0}`) &&
+				strings.Contains(body, `{"identifier":"on-a","count":3,"error":0}`) && strings.Contains(body, `"totals":{"denied":0,"requests":8}`)
 		})
 	}
 }

@@ -72,7 +72,8 @@ func TestServeValidate(t *testing.T) {
 		{"denial usage above 1", func(c *serveCmd) { c.DenialMinUsage = 1.5 }, "--denial-min-usage"},
 		{"both global mechanisms off", func(c *serveCmd) { c.GlobalCounters, c.DenialPropagation = false, false }, ""},
 		{"analytics off", func(c *serveCmd) { c.Analytics = false }, ""},
-		{"analytics of no namespace", func(c *serveCmd) { c.AnalyticsMaxNamespaces = 0 }, "--analytics-max-namespaces"},
+		{"analytics cap zero (the default)", func(c *serveCmd) { c.AnalyticsMaxNamespaces = 0 }, ""},
+		{"analytics cap negative", func(c *serveCmd) { c.AnalyticsMaxNamespaces = -1 }, "--analytics-max-namespaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

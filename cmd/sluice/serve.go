@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/analytics"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/redis"
 	"github.com/sluicehq/sluice/server"
@@ -526,11 +525,7 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 // with its SIGHUP reload. Its Close, which waits for the namespace
 // creations in flight, runs before the limiter and the catalog close. The
 // metrics are served by the admin listener, not by the API.
-func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, rec *analytics.Recorder, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
-	var recorder server.Analytics // nil, not a nil *Recorder, when off
-	if rec != nil {
-		recorder = rec
-	}
+func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, recorder server.Analytics, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
 	rlsService, services, err := c.newRLS(limiter, recorder, log, obs.rls, hup, cl)
 	if err != nil {
 		return nil, err
