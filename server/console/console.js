@@ -131,6 +131,9 @@ function drawChart(data) {
 // its identifier.
 function fillTop(sel, list) {
   const body = $(sel + " tbody");
+  const json = JSON.stringify(list);
+  if (body.dataset.json === json) return; // unchanged: keep the rows (and their buttons)
+  body.dataset.json = json;
   body.replaceChildren();
   for (const h of list) {
     const tr = document.createElement("tr");
