@@ -2,7 +2,8 @@
 # Brings up the real services Sluice's tests use: Redis on 127.0.0.1:6379,
 # a Redis Cluster of 3 masters with one replica each on 127.0.0.1:7101-7106,
 # MariaDB on 127.0.0.1:3306 (root, empty password, database `test`),
-# Node.js with npm for the Unkey SDK check, and Helm for the chart's test.
+# Node.js with npm for the Unkey SDK check, Chromium for the console's
+# browser test, and Helm for the chart's test.
 # It reuses a running server, else starts one from the installed binaries, else
 # (as root on Debian) installs it from Debian's packages. If it cannot, it
 # stops and prints the exact command to run.
@@ -129,6 +130,15 @@ node_up() {
   apt_install nodejs npm
 }
 
+# chromium_up makes Chromium available for cmd/sluice's
+# TestConsoleInBrowser (the console in a headless browser, driven by
+# chromedp), which fails rather than skips when CI is set.
+chromium_up() {
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null && return 0
+  can_install || { echo "services: Chromium is not installed; run: sudo apt-get install -y chromium" >&2; exit 1; }
+  apt_install chromium
+}
+
 # helm_up installs Helm, pinned, from its Go module into $(go env GOPATH)/bin
 # (or GOBIN) for deploy/TestChart, which renders the chart with
 # `helm template` and fails rather than skips when CI is set. A helm of that
@@ -152,5 +162,6 @@ redis_up
 cluster_up
 mysql_up
 node_up
+chromium_up
 helm_up
-echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null), helm $HELM_VERSION at $(helm_bin)" >&2
+echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null), $(chromium --version 2>/dev/null | head -1), helm $HELM_VERSION at $(helm_bin)" >&2

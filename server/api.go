@@ -106,6 +106,9 @@ func (s *Server) limit(c *call) *apiError {
 	if m := s.cfg.Metrics; m != nil {
 		m.decision(req.Namespace, res.Success)
 	}
+	if a := s.cfg.Analytics; a != nil {
+		a.Record(c.workspace, req.Namespace, req.Identifier, res.Success, c.start)
+	}
 	if span := c.span; span != nil {
 		span.SetAttributes(AttrNamespace.String(req.Namespace), AttrSuccess.Bool(res.Success))
 		if overrideID != "" {
@@ -155,6 +158,9 @@ func (s *Server) multiLimit(c *call) *apiError {
 		}
 		if m := s.cfg.Metrics; m != nil {
 			m.decision(reqs[i].Namespace, r.Success)
+		}
+		if a := s.cfg.Analytics; a != nil {
+			a.Record(c.workspace, reqs[i].Namespace, reqs[i].Identifier, r.Success, c.start)
 		}
 	}
 	if span := c.span; span != nil {

@@ -62,3 +62,10 @@ func FuzzDecodeList(f *testing.F) {
 		`{"namespace":"n"}`, `{"namespace":"n","limit":100,"cursor":"YQ"}`, `{"namespace":"n","cursor":"!!"}`,
 	)
 }
+
+func FuzzDecodeAnalytics(f *testing.F) {
+	fuzzEndpoint(f, "/v2/ratelimit.getAnalytics",
+		`{"namespace":"n","interval":"1h"}`, `{"namespace":"n","interval":"24h"}`, `{"namespace":"n","interval":"1m"}`,
+		`{"namespace":"n","interval":"2h"}`, `{"namespace":"n"}`, `{"interval":1}`, `{"namespace":"\u0000","interval":"1h","x":1}`,
+	)
+}

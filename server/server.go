@@ -1,7 +1,8 @@
 // Package server is Sluice's HTTP API: Unkey's v2 rate-limit endpoints
 // (ratelimit.limit, multiLimit, setOverride, getOverride, listOverrides,
-// deleteOverride), liveness and Prometheus metrics, with root-key
-// authentication that confines every key to one workspace.
+// deleteOverride), Sluice's ratelimit.getAnalytics, liveness and Prometheus
+// metrics, with root-key authentication that confines every key to one
+// workspace.
 //
 // Bodies are decoded strictly (exact field names, no unknown or duplicate
 // fields, no trailing data, integers within ±(2^53-1), names of 1-512 bytes
@@ -110,6 +111,10 @@ type Config struct {
 	// continues the caller's W3C trace context. Default: no tracing, at no
 	// cost.
 	TracerProvider trace.TracerProvider
+	// Analytics, if set, records every limit and multiLimit decision and
+	// answers ratelimit.getAnalytics. Default: none (getAnalytics answers
+	// 404).
+	Analytics Analytics
 }
 
 // Validate reports the first invalid field of c.
@@ -184,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("/v2/ratelimit.getOverride", s.getOverride)
 	s.route("/v2/ratelimit.listOverrides", s.listOverrides)
 	s.route("/v2/ratelimit.deleteOverride", s.deleteOverride)
+	s.route("/v2/ratelimit.getAnalytics", s.getAnalytics)
 	for path, h := range cfg.Services {
 		s.mountService(path, h)
 	}
@@ -223,6 +229,7 @@ type call struct {
 	workspace string
 	body      []byte
 	span      trace.Span // the request's span if it is recording, else nil
+	start     time.Time  // when the request arrived: the time of its analytics
 
 	// data is the JSON of the response's data, appended by the handler;
 	// page is the pagination of a list.
@@ -285,11 +292,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // body and the response.
 type exchange struct {
 	statusWriter
-	id   string
-	call call
-	body []byte
-	data []byte
-	out  []byte
+	start time.Time
+	id    string
+	call  call
+	body  []byte
+	data  []byte
+	out   []byte
 }
 
 // maxPooledBuffer is the largest buffer an exchange keeps for reuse.
@@ -307,7 +315,7 @@ func getExchange(w http.ResponseWriter, id string) *exchange {
 // that grew large.
 func putExchange(x *exchange) {
 	x.statusWriter = statusWriter{}
-	x.id, x.call = "", call{}
+	x.id, x.call, x.start = "", call{}, time.Time{}
 	for _, b := range []*[]byte{&x.body, &x.data, &x.out} {
 		if cap(*b) > maxPooledBuffer {
 			*b = nil
@@ -334,6 +342,7 @@ func (s *Server) instrument(endpoint, route string, h func(x *exchange, r *http.
 		start := time.Now()
 		x := getExchange(rw, s.requestID())
 		defer putExchange(x)
+		x.start = start
 		rw.Header()["X-Request-Id"] = []string{x.id}
 		r, span := s.tracing.start(r, route, x.id)
 		defer func() { s.tracing.end(span, x.status()) }()
@@ -399,31 +408,37 @@ func (s *Server) route(path string, h apiHandler) {
 		if !ok {
 			return
 		}
-		span := s.tracing.recording(r)
-		if span != nil {
-			span.SetAttributes(AttrWorkspace.String(ws))
-		}
-		if e := checkContentType(r.Header.Get("Content-Type")); e != nil {
-			s.writeError(x, e)
-			return
-		}
-		if !s.readBody(x, r) {
-			return
-		}
-		c := &x.call
-		*c = call{ctx: r.Context(), workspace: ws, body: x.body, span: span, data: x.data[:0]}
-		e := h(c)
-		x.data = c.data
-		if e != nil {
-			if e.Status >= 500 {
-				s.cfg.Logger.Error("server: request failed", "requestId", x.id, "endpoint", endpoint, "workspace", ws, "status", e.Status, "err", e.cause)
-			}
-			s.writeError(x, e)
-			return
-		}
-		x.out = appendOK(x.out[:0], x.id, c.data, c.page)
-		send(x, http.StatusOK, x.out)
+		s.handle(x, r, endpoint, ws, h)
 	}))
+}
+
+// handle serves an API call of workspace ws, authenticated by the caller:
+// the content type, the body, the handler, and the answer.
+func (s *Server) handle(x *exchange, r *http.Request, endpoint, ws string, h apiHandler) {
+	span := s.tracing.recording(r)
+	if span != nil {
+		span.SetAttributes(AttrWorkspace.String(ws))
+	}
+	if e := checkContentType(r.Header.Get("Content-Type")); e != nil {
+		s.writeError(x, e)
+		return
+	}
+	if !s.readBody(x, r) {
+		return
+	}
+	c := &x.call
+	*c = call{ctx: r.Context(), workspace: ws, body: x.body, span: span, start: x.start, data: x.data[:0]}
+	e := h(c)
+	x.data = c.data
+	if e != nil {
+		if e.Status >= 500 {
+			s.cfg.Logger.Error("server: request failed", "requestId", x.id, "endpoint", endpoint, "workspace", ws, "status", e.Status, "err", e.cause)
+		}
+		s.writeError(x, e)
+		return
+	}
+	x.out = appendOK(x.out[:0], x.id, c.data, c.page)
+	send(x, http.StatusOK, x.out)
 }
 
 // authenticate returns the workspace of the request's root key, or counts

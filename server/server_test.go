@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/analytics"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -31,6 +32,10 @@ func newServerWith(t testing.TB, cfg Config) *Server {
 	return newServerOver(t, newMemStore(), cfg)
 }
 
+// noAnalytics, as Config.Analytics of newServerWith, builds a server
+// without analytics; nil gives it a recorder.
+type noAnalytics struct{ Analytics }
+
 // newServerOver is newServerWith over the store st.
 func newServerOver(t testing.TB, st store.Store, cfg Config) *Server {
 	t.Helper()
@@ -45,6 +50,16 @@ func newServerOver(t testing.TB, st store.Store, cfg Config) *Server {
 	}
 	reg := prometheus.NewRegistry()
 	cfg.Limiter, cfg.Catalog, cfg.Metrics, cfg.Gatherer = lim, cache, NewMetrics(reg), reg
+	switch cfg.Analytics.(type) {
+	case nil:
+		rec, err := analytics.New(analytics.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Analytics = rec
+	case noAnalytics:
+		cfg.Analytics = nil
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,7 @@ import (
 
 // AdminFlags are the flags of the admin listener, embedded in serveCmd.
 type AdminFlags struct {
-	AdminAddr string `name:"admin-addr" default:"127.0.0.1:7071" help:"Address of the admin listener: /metrics, /debug/pprof/, /healthz, /readyz, without authentication (keep it private). Port 0 picks a free port (logged); empty turns it off."`
+	AdminAddr string `name:"admin-addr" default:"127.0.0.1:7071" help:"Address of the admin listener: the console at /, /metrics, /debug/pprof/, /healthz, /readyz, without authentication (keep it private: the console edits every workspace's overrides). Port 0 picks a free port (logged); empty turns it off."`
 }
 
 // validate checks --admin-addr.
@@ -150,7 +151,7 @@ func (c *serveCmd) originPing(kind string) (ping func(context.Context) error, re
 // Go's /debug/pprof/ (without cmdline), /healthz (the process is live) and /readyz (ready, see
 // [readiness]). It logs "admin listening" with the address. Its close is
 // registered in cl; readiness turns false as soon as ctx ends.
-func (c *serveCmd) startAdmin(ctx context.Context, gather prometheus.Gatherer, log *slog.Logger, cl *cleanup) (*readiness, error) {
+func (c *serveCmd) startAdmin(ctx context.Context, gather prometheus.Gatherer, console *lateHandler, log *slog.Logger, cl *cleanup) (*readiness, error) {
 	ready := &readiness{}
 	context.AfterFunc(ctx, ready.stop)
 	if c.AdminAddr == "" {
@@ -162,7 +163,7 @@ func (c *serveCmd) startAdmin(ctx context.Context, gather prometheus.Gatherer, l
 		return nil, fmt.Errorf("--admin-addr: listen on %s: %w", c.AdminAddr, err)
 	}
 	srv := &http.Server{
-		Handler:           adminHandler(gather, ready),
+		Handler:           adminHandler(gather, ready, console),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -197,10 +198,33 @@ func noCmdline(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "not served: the command line may hold secrets", http.StatusNotFound)
 }
 
+// lateHandler is a handler set once start-up has built it: the console,
+// which needs the API. Until then it answers 503.
+type lateHandler struct{ h atomic.Pointer[http.Handler] }
+
+// set makes h the handler.
+func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := l.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	http.Error(w, "starting", http.StatusServiceUnavailable)
+}
+
 // adminHandler routes the admin listener: Go's /debug/pprof/ but for
-// cmdline (see noCmdline).
-func adminHandler(gather prometheus.Gatherer, ready *readiness) http.Handler {
+// cmdline (see noCmdline), and the console (with its JSON endpoints under
+// /api/) at every other path.
+func adminHandler(gather prometheus.Gatherer, ready *readiness, console http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/", console)
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/debug/pprof/"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { // the methods below have their own patterns
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		})
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", noCmdline)

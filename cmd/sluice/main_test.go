@@ -34,7 +34,8 @@ func TestIsLoopback(t *testing.T) {
 func TestServeValidate(t *testing.T) {
 	base := func() serveCmd {
 		return serveCmd{HTTPAddr: "127.0.0.1:0", Region: "local", DataDir: "d", ShutdownTimeout: 1, OverrideRefresh: 1, MaxConns: 10,
-			GlobalFlags: GlobalFlags{GlobalInterval: 5 * time.Second, GlobalCounters: true, DenialPropagation: true, DenialMinWindow: time.Minute, DenialMinUsage: 0.5}}
+			GlobalFlags:    GlobalFlags{GlobalInterval: 5 * time.Second, GlobalCounters: true, DenialPropagation: true, DenialMinWindow: time.Minute, DenialMinUsage: 0.5},
+			AnalyticsFlags: AnalyticsFlags{Analytics: true, AnalyticsMaxNamespaces: 256}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -70,6 +71,9 @@ func TestServeValidate(t *testing.T) {
 		{"denial usage zero", func(c *serveCmd) { c.DenialMinUsage = 0 }, "--denial-min-usage"},
 		{"denial usage above 1", func(c *serveCmd) { c.DenialMinUsage = 1.5 }, "--denial-min-usage"},
 		{"both global mechanisms off", func(c *serveCmd) { c.GlobalCounters, c.DenialPropagation = false, false }, ""},
+		{"analytics off", func(c *serveCmd) { c.Analytics = false }, ""},
+		{"analytics cap zero (the default)", func(c *serveCmd) { c.AnalyticsMaxNamespaces = 0 }, ""},
+		{"analytics cap negative", func(c *serveCmd) { c.AnalyticsMaxNamespaces = -1 }, "--analytics-max-namespaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

@@ -43,7 +43,7 @@ func (f *RLSFlags) validate(rlsConfig string, t TLSFlags) error {
 // mount on --http-addr (and nil services when --rls-config is unset). An
 // invalid file stops the start with the loader's error, which names the
 // file and the problem.
-func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMetrics, hup *hangup, cl *cleanup) (*rls.Service, map[string]http.Handler, error) {
+func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logger, metrics *rlsMetrics, hup *hangup, cl *cleanup) (*rls.Service, map[string]http.Handler, error) {
 	if c.RLSConfig == "" {
 		return nil, nil, nil
 	}
@@ -51,7 +51,7 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, log *slog.Logger, metrics *rlsMet
 	if err != nil {
 		return nil, nil, fmt.Errorf("--rls-config: %w", err)
 	}
-	svc, err := rls.New(rls.Config{Limiter: limiter, Domains: rules, Logger: log, Observer: metrics})
+	svc, err := rls.New(rls.Config{Limiter: limiter, Domains: rules, Logger: log, Observer: metrics, Recorder: rec})
 	if err != nil {
 		return nil, nil, err
 	}

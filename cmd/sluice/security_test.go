@@ -305,7 +305,14 @@ func TestAdminHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_test_total", Help: "t"}))
 	var ready readiness
-	h := adminHandler(reg, &ready)
+	var console lateHandler
+	h := adminHandler(reg, &ready, &console)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != 503 {
+		t.Fatalf("console before the API is built: %d, want 503", rec.Code)
+	}
+	console.set(http.NotFoundHandler()) // the console's own paths are server's TestConsoleHandler's
 	for _, tc := range []struct {
 		name, method, path string
 		code               int
@@ -331,7 +338,7 @@ func TestAdminHandler(t *testing.T) {
 		})
 	}
 	ready.listen()
-	rec := httptest.NewRecorder()
+	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != 200 {
 		t.Fatalf("readyz once listening: %d %s", rec.Code, rec.Body.String())

@@ -69,6 +69,7 @@ type serveCmd struct {
 	TLSFlags                `embed:""`
 	AdminFlags              `embed:""`
 	RLSFlags                `embed:""`
+	AnalyticsFlags          `embed:""`
 
 	argv map[string]bool // the flags set on the command line, by AfterApply
 }
@@ -87,6 +88,7 @@ func (c *serveCmd) Validate() error {
 		c.validateLimits(),
 		c.validateStore(),
 		c.validateTracing(),
+		c.AnalyticsFlags.validate(),
 	} {
 		var more configErrors
 		switch {
@@ -285,7 +287,8 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ready, err := c.startAdmin(ctx, obs.reg, log, &cl)
+	var console lateHandler
+	ready, err := c.startAdmin(ctx, obs.reg, &console, log, &cl)
 	if err != nil {
 		return err
 	}
@@ -316,10 +319,15 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, err := c.newAPI(limiter, catalog, keys, log, obs, &hup, &cl)
+	rec, err := c.newAnalytics(log, &cl)
 	if err != nil {
 		return err
 	}
+	api, err := c.newAPI(limiter, catalog, keys, rec, log, obs, &hup, &cl)
+	if err != nil {
+		return err
+	}
+	console.set(api.ConsoleHandler())
 	ln, err := c.listen(ctx, limiter, obs.reg, log, &cl)
 	if err != nil {
 		return err
@@ -517,8 +525,8 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 // with its SIGHUP reload. Its Close, which waits for the namespace
 // creations in flight, runs before the limiter and the catalog close. The
 // metrics are served by the admin listener, not by the API.
-func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
-	rlsService, services, err := c.newRLS(limiter, log, obs.rls, hup, cl)
+func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, recorder server.Analytics, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
+	rlsService, services, err := c.newRLS(limiter, recorder, log, obs.rls, hup, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -533,6 +541,7 @@ func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []
 		Metrics:       obs.metrics,
 		Services:      c.clusterServices(services),
 		MaxNamespaces: c.MaxNamespaces,
+		Analytics:     recorder,
 
 		TracerProvider: obs.tracer,
 	})

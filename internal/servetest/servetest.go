@@ -74,8 +74,9 @@ type Server struct {
 	done chan struct{}
 	err  error // Wait's result, valid after done
 
-	mu  sync.Mutex
-	log bytes.Buffer
+	mu    sync.Mutex
+	log   bytes.Buffer
+	admin string // the admin listener's address, once logged
 }
 
 // Start runs `binary serve` with args on a free loopback port, the admin
@@ -146,6 +147,11 @@ func (s *Server) scan(stderr io.Reader, addr chan<- string) {
 		s.log.WriteString(line + "\n")
 		s.mu.Unlock()
 		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "admin listening" {
+			s.mu.Lock()
+			s.admin = rec.Addr
+			s.mu.Unlock()
+		}
 		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
 			select {
 			case addr <- rec.Addr:
@@ -153,6 +159,17 @@ func (s *Server) scan(stderr io.Reader, addr chan<- string) {
 			}
 		}
 	}
+}
+
+// AdminURL returns the admin listener's base URL (http://127.0.0.1:PORT),
+// logged before the API listens; "" if it is off.
+func (s *Server) AdminURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admin == "" {
+		return ""
+	}
+	return "http://" + s.admin
 }
 
 // Logs returns what the server has logged so far.

@@ -116,6 +116,14 @@ type NopObserver struct{}
 // Decided does nothing.
 func (NopObserver) Decided(string, Outcome) {}
 
+// Recorder records decisions for analytics; *analytics.Recorder
+// implements it. Record must return at once: it runs on the request path.
+type Recorder interface {
+	// Record records one decision on identifier in workspace's namespace,
+	// made at now.
+	Record(workspace, namespace, identifier string, passed bool, now time.Time)
+}
+
 // Config configures a [Service].
 type Config struct {
 	// Limiter makes the decisions. Required.
@@ -134,6 +142,11 @@ type Config struct {
 	// MaxMessageBytes caps the size of a request message. Default
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// Recorder, if set, records every enforced decision: in workspace
+	// WorkspaceOf(domain), namespace domain, under the descriptor's
+	// counter identifier. Shadow-mode checks are not recorded. Default:
+	// none.
+	Recorder Recorder
 }
 
 // Validate reports the first invalid field of c.
@@ -429,6 +442,9 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 		for j, i := range enforced {
 			statuses[i] = descriptorStatus(checks[i].rule, out[j], now, out[j].Success)
 			passed = passed && out[j].Success
+			if rec := s.cfg.Recorder; rec != nil {
+				rec.Record(batch[j].Workspace, domain, checks[i].id, out[j].Success, now)
+			}
 		}
 	}
 
