@@ -259,6 +259,22 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// loadCertificates loads the TLS certificates when TLS is on (nil when it
+// is off), reloaded on SIGHUP through hup; the cluster origin calls its
+// peers with them too.
+func (c *serveCmd) loadCertificates(log *slog.Logger, obs *observability, hup *hangup) (*tlsCertificates, error) {
+	if !c.tlsEnabled() {
+		return nil, nil
+	}
+	certs, err := newTLSCertificates(c.TLSFlags, log, obs.reg)
+	if err != nil {
+		return nil, err
+	}
+	hup.add(certs.reload)
+	c.certs = certs
+	return certs, nil
+}
+
 // Run serves until SIGINT or SIGTERM, then shuts down gracefully: stop
 // accepting, drain in-flight requests (up to --shutdown-timeout), cut those
 // still running and wait for their handlers (up to cutGrace), close the API,
@@ -293,13 +309,9 @@ func (c *serveCmd) Run(ctx context.Context) error {
 		return err
 	}
 	var hup hangup
-	var certs *tlsCertificates
-	if c.tlsEnabled() {
-		if certs, err = newTLSCertificates(c.TLSFlags, log, obs.reg); err != nil {
-			return err
-		}
-		hup.add(certs.reload)
-		c.certs = certs // the cluster origin calls its peers over TLS
+	certs, err := c.loadCertificates(log, &obs, &hup)
+	if err != nil {
+		return err
 	}
 	catalog, err := c.newCatalog(ctx, log, obs.metrics, &cl)
 	if err != nil {
