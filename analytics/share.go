@@ -1,6 +1,9 @@
 package analytics
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Counts are the decisions of one period, as nodes share them.
 type Counts struct {
@@ -92,4 +95,31 @@ func (r *Recorder) ReportWith(workspace, namespace string, iv Interval, now time
 	r.drain()
 	s := r.spaces[Key{Workspace: workspace, Namespace: namespace}]
 	return reportOf(s, iv, now.Unix(), parts)
+}
+
+// PartOf returns what this node holds of workspace's namespace that a
+// report over iv ending at now reads ([Recorder.ReportWith] on another
+// node adds it to its own), and false when this node has nothing of it.
+// The queue is applied first.
+func (r *Recorder) PartOf(workspace, namespace string, iv Interval, now time.Time) (Part, bool, error) {
+	var back int64
+	switch iv {
+	case Minute:
+		back = 7 * minuteWidth
+	case Hour:
+		back = max(SecondSlots, 7*hourWidth)
+	case Day:
+		back = 60 * MinuteSlots
+	default:
+		return Part{}, false, fmt.Errorf("%w: %q (want %q, %q or %q)", ErrInvalidInterval, string(iv), Minute, Hour, Day)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain()
+	s := r.spaces[Key{Workspace: workspace, Namespace: namespace}]
+	if s == nil {
+		return Part{}, false, nil
+	}
+	to := now.Unix()
+	return s.part(to-back, to), true, nil
 }

@@ -559,3 +559,35 @@ func TestClusterHungNode(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterAnalyticsCoverTheRegion runs three cluster-mode nodes without
+// Redis, spends decisions on each, and checks that every node's
+// getAnalytics answers for all three: the members are asked through the
+// signed peer RPC.
+func TestClusterAnalyticsCoverTheRegion(t *testing.T) {
+	ws := fmt.Sprintf("e2e-cluster-analytics-%d", time.Now().UnixNano())
+	nodes := startCluster(t, 3, ws)
+	for i, n := range nodes {
+		for range 2 * (i + 1) { // 2, 4 and 6 decisions
+			n.limit(rk, "watched", fmt.Sprintf("on-%d", i), 100, window, 1)
+		}
+	}
+	for i, n := range nodes {
+		var rep struct {
+			Totals struct{ Requests int } `json:"totals"`
+			Top    struct {
+				Requests []struct {
+					Identifier string
+					Count      int
+				} `json:"requests"`
+			} `json:"top"`
+		}
+		waitFor(t, 5*time.Second, fmt.Sprintf("node %d to answer for the three", i), func() bool {
+			n.call(rk, "getAnalytics", map[string]any{"namespace": "watched", "interval": "1m"}).data(t, &rep)
+			return rep.Totals.Requests == 12 && len(rep.Top.Requests) == 3
+		})
+		if top := rep.Top.Requests[0]; top.Identifier != "on-2" || top.Count != 6 {
+			t.Fatalf("node %d: the top identifier is %+v, want on-2 with 6", i, top)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/analytics"
+	analyticscluster "github.com/sluicehq/sluice/analytics/cluster"
 	analyticsredis "github.com/sluicehq/sluice/analytics/redis"
 	"github.com/sluicehq/sluice/origin/redis"
 	"github.com/sluicehq/sluice/server"
@@ -17,7 +18,7 @@ import (
 // AnalyticsFlags are the flags of the decision analytics, embedded in
 // serveCmd.
 type AnalyticsFlags struct {
-	Analytics              bool `name:"analytics" default:"true" negatable:"" help:"Record every decision for ratelimit.getAnalytics and the console on the admin listener: passed and denied per second for an hour and per minute for a day, and the top identifiers, per namespace, in bounded memory. With --redis-url the nodes sharing it answer for the region (lag: 1s). --analytics=false turns it off."`
+	Analytics              bool `name:"analytics" default:"true" negatable:"" help:"Record every decision for ratelimit.getAnalytics and the console on the admin listener: passed and denied per second for an hour and per minute for a day, and the top identifiers, per namespace, in bounded memory. With --redis-url the nodes sharing it answer for the region (lag: 1s); in cluster mode without it, every member is asked at each answer. --analytics=false turns it off."`
 	AnalyticsMaxNamespaces int  `name:"analytics-max-namespaces" default:"256" help:"Most namespaces (of all workspaces) whose analytics are kept one by one, each in about 132 KB plus the identifiers of its top lists; decisions of further namespaces are counted together. 0: the default."`
 }
 
@@ -67,8 +68,16 @@ func (c *serveCmd) newAnalytics(log *slog.Logger, cl *cleanup) (server.Analytics
 	var wg sync.WaitGroup
 	wg.Go(func() { runAnalytics(ctx, rec, region, log) })
 	cl.add(func() { cancel(); wg.Wait() })
-	if region != nil {
+	switch {
+	case region != nil:
 		return region, nil
+	case c.origin != nil: // cluster mode without Redis: ask the members
+		members, err := analyticscluster.New(analyticscluster.Config{Recorder: rec, Peers: c.origin, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("analytics: answers cover the cluster's members, asked through the peer RPC at each answer")
+		return members, nil
 	}
 	return rec, nil
 }

@@ -11,12 +11,15 @@ const (
 	KindApply  Kind = "apply"  // add a batch of coalesced deltas at their owner
 	KindDecide Kind = "decide" // a strict-mode decision at the owner
 	KindSeed   Kind = "seed"   // hand the new owner of moved cells the totals seen
+	// KindAnalytics asks a peer for its decision analytics of one
+	// namespace (see [Origin.ServeAnalytics]).
+	KindAnalytics Kind = "analytics"
 )
 
 // known reports whether k is one of the peer RPCs.
 func (k Kind) known() bool {
 	switch k {
-	case KindLoad, KindApply, KindDecide, KindSeed:
+	case KindLoad, KindApply, KindDecide, KindSeed, KindAnalytics:
 		return true
 	}
 	return false

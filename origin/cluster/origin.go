@@ -139,6 +139,7 @@ type Origin struct {
 
 	merger    atomic.Pointer[func(origin.Cell, int64)]
 	broadcast atomic.Pointer[func(exceed)]
+	analytics atomic.Pointer[AnalyticsAnswer]
 
 	seen     *seen
 	replays  *replays     // nonces of the peer calls taken

@@ -104,7 +104,7 @@ func (o *Origin) post(ctx context.Context, p *peer, kind Kind, body []byte, repl
 		return err
 	}
 	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxBody))
+	raw, err := io.ReadAll(io.LimitReader(res.Body, replyCap(kind)))
 	if err != nil {
 		return err
 	}
@@ -242,6 +242,8 @@ func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply an
 		return o.serveDecide(ctx, body)
 	case KindSeed:
 		return o.serveSeed(body)
+	case KindAnalytics:
+		return o.serveAnalytics(ctx, body)
 	default:
 		return nil, http.StatusNotFound, fmt.Errorf("cluster: unknown call %q", kind)
 	}

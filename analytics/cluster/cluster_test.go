@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/analytics"
+	"github.com/sluicehq/sluice/origin/cluster"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+// members stands in for the cluster origins of a region: AskPeers calls
+// the other members' answers in process, through JSON as the RPC does;
+// members in down do not answer.
+type members struct {
+	answers map[string]cluster.AnalyticsAnswer
+	down    map[string]bool
+}
+
+type member struct {
+	id  string
+	all *members
+}
+
+func (m member) ServeAnalytics(a cluster.AnalyticsAnswer) { m.all.answers[m.id] = a }
+
+func (m member) AskPeers(ctx context.Context, req any, take func(json.RawMessage)) (answered, asked int) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		panic(err)
+	}
+	for id, answer := range m.all.answers {
+		if id == m.id {
+			continue
+		}
+		asked++
+		if m.all.down[id] {
+			continue
+		}
+		reply, err := answer(ctx, body)
+		if err != nil {
+			continue
+		}
+		raw, err := json.Marshal(reply)
+		if err != nil {
+			panic(err)
+		}
+		answered++
+		take(raw)
+	}
+	return answered, asked
+}
+
+func newRegion(t *testing.T, all *members, id string) *Region {
+	t.Helper()
+	rec, err := analytics.New(analytics.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Recorder: rec, Peers: member{id: id, all: all}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRegionAnswersForEveryMember records decisions on three members and
+// checks that each answers with all of them, for every interval, and with
+// the others when one is down.
+func TestRegionAnswersForEveryMember(t *testing.T) {
+	all := &members{answers: map[string]cluster.AnalyticsAnswer{}, down: map[string]bool{}}
+	nodes := []*Region{newRegion(t, all, "a"), newRegion(t, all, "b"), newRegion(t, all, "c")}
+	for i, n := range nodes {
+		for j := range 10 * (i + 1) { // a: 10, b: 20, c: 30 decisions, every third denied
+			n.Record("ws", "api", fmt.Sprintf("on-%d", i), j%3 != 0, t0.Add(time.Duration(j)*time.Second))
+		}
+	}
+	end := t0.Add(40 * time.Second)
+	for _, iv := range []analytics.Interval{analytics.Minute, analytics.Hour, analytics.Day} {
+		for i, n := range nodes {
+			rep, err := n.Report("ws", "api", iv, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := total(rep); got != 60 || rep.Requests != 60 || len(rep.TopRequests) != 3 || rep.TopRequests[0].Identifier != "on-2" {
+				t.Fatalf("%s on node %d: %d decisions in the series, %d requests, top %+v; want 60 and on-2 first", iv, i, got, rep.Requests, rep.TopRequests)
+			}
+		}
+	}
+	all.down["c"] = true
+	rep, err := nodes[0].Report("ws", "api", analytics.Minute, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := total(rep); got != 30 {
+		t.Fatalf("with c down: %d decisions, want a's and b's 30", got)
+	}
+}
+
+func total(rep analytics.Report) uint64 {
+	var n uint64
+	for _, p := range rep.Series {
+		n += p.Passed + p.Denied
+	}
+	return n
+}
+
+// TestAnswerRefusesBadRequests checks what a member answers a malformed or
+// out-of-bounds request with: an error (the RPC's 400), never a panic.
+func TestAnswerRefusesBadRequests(t *testing.T) {
+	all := &members{answers: map[string]cluster.AnalyticsAnswer{}}
+	r := newRegion(t, all, "a")
+	long := string(make([]byte, maxNameBytes+1))
+	for _, tc := range []struct{ name, body string }{
+		{"not JSON", `{`},
+		{"no namespace", `{"workspace":"ws","interval":"1m","now":1}`},
+		{"a name too long", `{"workspace":"ws","namespace":"` + long + `","interval":"1m","now":1}`},
+		{"an unknown interval", `{"workspace":"ws","namespace":"api","interval":"2h","now":1}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := r.answer(t.Context(), []byte(tc.body)); !errors.Is(err, errInvalidRequest) {
+				t.Fatalf("answer = %v, want errInvalidRequest", err)
+			}
+		})
+	}
+	got, err := r.answer(t.Context(), []byte(`{"workspace":"ws","namespace":"none","interval":"1h","now":1}`))
+	if w, ok := got.(wirePart); err != nil || !ok || w.Held {
+		t.Fatalf("a namespace this member never saw: %+v, %v; want held false", got, err)
+	}
+}

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+)
+
+// AnalyticsAnswer answers a peer's analytics call: it gets the call's JSON
+// body and returns the reply, which is encoded as JSON. An error answers
+// 400 with its text (a request this node cannot answer).
+type AnalyticsAnswer func(ctx context.Context, request []byte) (any, error)
+
+// maxAnalyticsReply bounds the reply of an analytics call a node reads: a
+// namespace's series of a day and its top lists' sketches, identifiers of
+// up to 512 bytes included.
+const maxAnalyticsReply = 4 << 20
+
+// replyCap is the most a node reads of the reply to a call of kind.
+func replyCap(kind Kind) int64 {
+	if kind == KindAnalytics {
+		return maxAnalyticsReply
+	}
+	return maxBody
+}
+
+// ServeAnalytics sets what this node answers the other members' analytics
+// calls with (signed and checked like every peer call); until it is set,
+// they get 404. Package analytics/cluster sets it.
+func (o *Origin) ServeAnalytics(answer AnalyticsAnswer) { o.analytics.Store(&answer) }
+
+func (o *Origin) serveAnalytics(ctx context.Context, body []byte) (any, int, error) {
+	answer := o.analytics.Load()
+	if answer == nil {
+		return nil, http.StatusNotFound, errors.New("cluster: analytics: not served by this node")
+	}
+	reply, err := (*answer)(ctx, body)
+	if err != nil {
+		return bad(KindAnalytics, "%v", err)
+	}
+	return reply, http.StatusOK, nil
+}
+
+// AskPeers sends an analytics call with req to every member but this node
+// whose breaker is not open, all at once, each within Config.Timeout, and
+// hands each reply that comes back to take, one at a time. It returns how
+// many members answered and how many were asked; the others are left out
+// (their failures are counted by the Observer, like every call's).
+func (o *Origin) AskPeers(ctx context.Context, req any, take func(reply json.RawMessage)) (answered, asked int) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, 0
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, p := range o.view.Load().peers {
+		if p.open() {
+			continue
+		}
+		asked++
+		wg.Go(func() {
+			var raw json.RawMessage
+			if o.callBody(ctx, p, KindAnalytics, body, &raw) != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			answered++
+			take(raw)
+		})
+	}
+	wg.Wait()
+	return answered, asked
+}
