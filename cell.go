@@ -72,6 +72,7 @@ const (
 	flagInDoubt                       // a write of this cell failed: the origin may or may not hold it
 	flagRecent                        // used since the last sweep
 	flagReused                        // used again after the use that created it (never cleared)
+	flagParked                        // on the parked list: replayed within RefreshAfter
 	flagUnsure     = flagDeciding | flagWriting | flagInDoubt
 )
 
@@ -89,7 +90,7 @@ func (c *cell) clearFlag(f uint32) {
 // not confirmed yet, or a batch's speculative increment.
 func (c *cell) busy(now int64) bool {
 	return c.strictUntil.Load() > now || c.speculative.Load() != 0 || c.unconfirmed() != 0 ||
-		c.flags.Load()&(flagDirty|flagUnsure) != 0
+		c.flags.Load()&(flagDirty|flagParked|flagUnsure) != 0
 }
 
 // unconfirmed returns the increments the origin has not confirmed yet.

@@ -174,7 +174,7 @@ func (l *Limiter) decide(w *waits, q *resolved) (window.Outcome, error) {
 		}
 	}
 	o := l.apply(q, cur, prev, false)
-	if o.Success && q.cost > 0 && !l.accepted(cur, q.cost) {
+	if o.Success && q.cost > 0 && !l.accepted(q, cur, o.Current) {
 		return window.Outcome{}, ErrClosed
 	}
 	return o, nil
@@ -387,21 +387,51 @@ func (l *Limiter) denied(q *resolved, cur *cell) {
 	l.emitDenial(q, cur)
 }
 
-// accepted records a committed increment of cost on cur for replay. If
-// Close has started meanwhile, its final replay may not see the increment:
-// accepted then takes it back and reports false, and the request gets
-// ErrClosed. (Checked after the increment is recorded, so either the final
-// replay sees it or the request sees Close; at worst the origin holds an
-// increment of a request that was told ErrClosed.)
-func (l *Limiter) accepted(cur *cell, cost int64) bool {
+// accepted records a committed increment of q's cost on cur, which
+// brought q's window to current, for replay: parked if the cell is far from
+// its limit (see far), queued for the next round otherwise. If Close has
+// started meanwhile, its final replay may not see the increment: accepted
+// then takes it back and reports false, and the request gets ErrClosed.
+// (Checked after the increment is recorded, so either the final replay sees
+// it or the request sees Close; at worst the origin holds an increment of a
+// request that was told ErrClosed.)
+func (l *Limiter) accepted(q *resolved, cur *cell, current int64) bool {
 	if l.replay == nil {
 		return true
 	}
-	cur.admitted.Add(cost)
-	l.replay.mark(cur)
+	cur.admitted.Add(q.cost)
+	if l.far(q, cur, current) {
+		l.replay.park(cur)
+	} else {
+		l.replay.mark(cur)
+	}
 	if !l.closed.Load() {
 		return true
 	}
-	cur.takeBack(cost)
+	cur.takeBack(q.cost)
 	return false
+}
+
+// parkedShare is the share of OriginMargin × limit that the increments a
+// node has not replayed of one parked cell stay below.
+const parkedShare = 1.0 / 16
+
+// far reports whether cur's replay may wait for the parked list (between
+// RefreshAfter/2 and RefreshAfter) after an admission of q that brought
+// its window to current. It may when the window is at least RefreshAfter
+// long, current is below (1 − 2 × OriginMargin) × limit, and the
+// increments the origin has not confirmed stay below OriginMargin × limit
+// / 16. What the other nodes have not seen of a parked cell is then a
+// small share of the limit, well before any of them comes within
+// OriginMargin of it, where decisions go to the origin and the cell is
+// replayed at every round again; so waiting costs accuracy nothing near
+// the limit, and far from it saves the origin a write per round. With
+// OriginMargin off, nothing is parked.
+func (l *Limiter) far(q *resolved, cur *cell, current int64) bool {
+	m := l.cfg.OriginMargin
+	if m <= 0 || q.pos.D < l.cfg.RefreshAfter.Milliseconds() {
+		return false
+	}
+	limit := float64(q.limit)
+	return float64(current) < (1-2*m)*limit && float64(cur.unconfirmed()) < m*parkedShare*limit
 }

@@ -400,7 +400,8 @@ func TestReplayDrivenByTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingOrigin{Origin: memory.New(nil)}
 		ticks := make(chan time.Time)
-		l, h := newDriven(t, sluice.Config{Origin: store, RefreshAfter: time.Hour}, drive.Options{ReplayTicks: ticks})
+		// OriginMargin off: nothing is parked, every round replays what is dirty.
+		l, h := newDriven(t, sluice.Config{Origin: store, RefreshAfter: time.Hour, OriginMargin: -1}, drive.Options{ReplayTicks: ticks})
 		ctx := context.Background()
 		r := req("driven", 100, 1, time.Hour, at(3_600_000))
 		for range 5 {

@@ -37,12 +37,26 @@ const maxCellFailures = 3
 // it any more), when the origin refused the cell maxCellFailures times in a
 // row, or when Close gives up after FlushTimeout; each such drop is counted
 // (Observer.Dropped) and logged.
+//
+// A cell far from its limit is parked instead (see Limiter.far): it goes on
+// the parked list, which the dispatcher turns every RefreshAfter/2; a turn
+// queues the cells parked before the previous turn, so a parked cell is
+// replayed between RefreshAfter/2 and RefreshAfter after it was parked, and
+// its increments over that time cost the origin one write. A parked cell
+// that comes near its limit is queued at once like any other. The list is
+// a slice under a mutex: a cell is parked at most once per turn, so the
+// lock is taken once per parked cell per turn, not per request.
 type replayer struct {
 	l       *Limiter
 	head    atomic.Pointer[cell] // stack of dirty cells, linked through cell.next
 	backlog atomic.Int64         // cells on the stack or in a batch not yet sent
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
+
+	parkMu   sync.Mutex
+	parked   []*cell // parked since the last turn
+	waiting  []*cell // parked before it: queued at the next turn
+	nextTurn int64   // Unix ms of the next turn; owned by the dispatcher
 }
 
 type replayJob struct {
@@ -71,6 +85,58 @@ func (r *replayer) mark(c *cell) {
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+}
+
+// park puts c on the parked list unless it is parked already or queued
+// for replay (which sends whatever it holds). It never blocks on I/O and
+// wakes nobody: the dispatcher's turns replay it.
+func (r *replayer) park(c *cell) {
+	if c.flags.Load()&flagDirty != 0 || !c.setFlag(flagParked) {
+		return
+	}
+	r.parkMu.Lock()
+	r.parked = append(r.parked, c)
+	r.parkMu.Unlock()
+}
+
+// turnIfDue turns the parked list if a turn is due at now (Unix ms): the
+// cells parked before the previous turn are queued for replay, those
+// parked since wait for the next one.
+func (r *replayer) turnIfDue(now int64) {
+	if now < r.nextTurn {
+		return
+	}
+	r.nextTurn = now + r.turnEvery().Milliseconds()
+	r.parkMu.Lock()
+	due := r.waiting
+	r.waiting, r.parked = r.parked, nil
+	r.parkMu.Unlock()
+	r.unpark(due)
+}
+
+// turnEvery is the time between two turns of the parked list.
+func (r *replayer) turnEvery() time.Duration {
+	return max(r.l.cfg.RefreshAfter/2, time.Millisecond)
+}
+
+// unparkAll queues every parked cell for replay.
+func (r *replayer) unparkAll() {
+	r.parkMu.Lock()
+	due := append(r.waiting, r.parked...)
+	r.waiting, r.parked = nil, nil
+	r.parkMu.Unlock()
+	r.unpark(due)
+}
+
+// unpark takes cells off parking and queues for replay those that hold
+// increments the origin has not confirmed.
+func (r *replayer) unpark(cells []*cell) {
+	for _, c := range cells {
+		c.clearFlag(flagParked)
+		if c.unconfirmed() > 0 {
+			r.mark(c)
+		}
 	}
 }
 
@@ -107,11 +173,14 @@ func (r *replayer) run(ctx context.Context) {
 	}
 	pause := time.NewTimer(0)
 	defer pause.Stop()
+	turns := time.NewTicker(r.turnEvery() / 4) // a turn is late by at most a quarter
+	defer turns.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
+		case <-turns.C:
 		}
 		r.round(ctx, jobs) // Close cuts a round short: the final flush sends it again
 		pause.Reset(r.backoff())
@@ -135,10 +204,11 @@ func (r *replayer) backoff() time.Duration {
 	return d
 }
 
-// round takes every dirty cell, hands them to the workers in batches and
+// round turns the parked list if a turn is due, takes every dirty cell, hands them to the workers in batches and
 // waits for the batches to finish. ctx bounds the origin calls (each also
 // by ReplayTimeout). It reports whether there was anything.
 func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
+	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
 	c := r.head.Swap(nil)
 	if c == nil {
 		return false
@@ -168,12 +238,13 @@ func (r *replayer) batches(c *cell, each func([]*cell)) {
 	}
 }
 
-// final replays until nothing is left or FlushTimeout has passed: one
+// final replays, parked cells included, until nothing is left or FlushTimeout has passed: one
 // deadline bounds every call of the final flush together. What could not
 // be replayed is logged and counted.
 func (r *replayer) final(jobs chan<- replayJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.l.cfg.FlushTimeout)
 	defer cancel()
+	r.unparkAll()
 	for ctx.Err() == nil && r.round(ctx, jobs) {
 		if r.head.Load() == nil {
 			continue // everything sent: the next round ends the loop
@@ -192,9 +263,10 @@ func (r *replayer) final(jobs chan<- replayJob) {
 	}
 }
 
-// flushNow replays every queued cell on the caller's goroutine, in batches
+// flushNow replays every queued or parked cell on the caller's goroutine, in batches
 // of ReplayBatch, and reports whether anything was queued.
 func (r *replayer) flushNow() bool {
+	r.unparkAll()
 	c := r.head.Swap(nil)
 	if c == nil {
 		return false
@@ -203,12 +275,20 @@ func (r *replayer) flushNow() bool {
 	return true
 }
 
-// lost returns the cells still queued for replay and their unconfirmed
+// lost returns the cells still queued or parked for replay and their unconfirmed
 // increments.
 func (r *replayer) lost() (cells, increments int64) {
 	for c := r.head.Load(); c != nil; c = c.next {
 		increments += c.unconfirmed()
 		cells++
+	}
+	r.parkMu.Lock()
+	defer r.parkMu.Unlock()
+	for _, c := range append(r.waiting[:len(r.waiting):len(r.waiting)], r.parked...) {
+		if c.flags.Load()&flagDirty == 0 { // counted above otherwise
+			increments += c.unconfirmed()
+			cells++
+		}
 	}
 	return cells, increments
 }
