@@ -38,6 +38,15 @@ func (d driven) Flush() {
 	}
 }
 
+// Round runs one replay round on the caller's goroutine, parked cells
+// waiting for their turn as with the dispatcher. Without an origin it does
+// nothing.
+func (d driven) Round() {
+	if d.l.replay != nil {
+		d.l.replay.roundNow()
+	}
+}
+
 // SyncGlobal runs one round of the global layer now.
 func (d driven) SyncGlobal(ctx context.Context) error { return d.l.syncGlobal(ctx) }
 

@@ -263,10 +263,19 @@ func (r *replayer) final(jobs chan<- replayJob) {
 	}
 }
 
-// flushNow replays every queued or parked cell on the caller's goroutine, in batches
-// of ReplayBatch, and reports whether anything was queued.
+// flushNow replays every queued or parked cell on the caller's
+// goroutine, in batches of ReplayBatch, and reports whether anything was
+// queued.
 func (r *replayer) flushNow() bool {
 	r.unparkAll()
+	return r.roundNow()
+}
+
+// roundNow runs one round on the caller's goroutine: it turns the parked
+// list if a turn is due and replays the queued cells, in batches of
+// ReplayBatch. It reports whether anything was queued.
+func (r *replayer) roundNow() bool {
+	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
 	c := r.head.Swap(nil)
 	if c == nil {
 		return false

@@ -242,7 +242,7 @@ type node struct {
 // without one.
 func (n *node) flush(now int64, lat *latency) {
 	if n.gate == nil {
-		n.h.Flush()
+		n.h.Round()
 		return
 	}
 	if n.flushed != nil {
@@ -253,7 +253,7 @@ func (n *node) flush(now int64, lat *latency) {
 	n.flushed = done
 	go func() {
 		defer close(done)
-		n.h.Flush()
+		n.h.Round()
 	}()
 	n.await(now, lat)
 }

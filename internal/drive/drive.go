@@ -41,6 +41,11 @@ type Handle interface {
 	// and returns when the origin has answered. A failed replay keeps its
 	// increments queued for the next round.
 	Flush()
+	// Round runs one replay round as the limiter's dispatcher would at
+	// this instant of its clock: it turns the parked list if a turn is due
+	// and replays the queued cells; cells parked far from their limit wait
+	// for their turn. It must not run concurrently with itself.
+	Round()
 	// SyncGlobal runs one round of the global layer now: publish, pull,
 	// denial sync and, every few rounds, cleanup. It returns the round's
 	// first failure. Without a global layer it does nothing.
