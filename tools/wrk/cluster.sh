@@ -7,13 +7,15 @@
 #
 #   tools/wrk/cluster.sh [rounds] [seconds]          # default 3 rounds of 8 s
 #   SLUICE_BIN=/tmp/sluice tools/wrk/cluster.sh      # a prebuilt binary
+#   SCRIPT=scripts/wrk/pass.lua tools/wrk/cluster.sh  # a load that passes
 #
-# Load: tools/wrk/limit.lua (1,000 identifiers, limit 100 per minute), all
-# sent to the first node; the other two serve its peer RPCs. Needs wrk and
+# Load: tools/wrk/limit.lua (1,000 identifiers, limit 100 per minute: mostly
+# denied) unless SCRIPT names another, all sent to the first node; the other two serve its peer RPCs. Needs wrk and
 # curl; Linux only.
 set -euo pipefail
 
 source "$(dirname "$0")/common.sh"
+script=${SCRIPT:-tools/wrk/limit.lua}
 
 gossip=(127.0.0.1:17946 127.0.0.1:17947 127.0.0.1:17948)
 for i in 0 1 2; do
@@ -37,12 +39,12 @@ rpcs() { curl -s http://127.0.0.1:17180/metrics | awk '/^sluice_cluster_rpcs_tot
 # run NAME PORT SECONDS: one wrk run; appends "name req/s p99 requests" to $tmp/results.
 run() {
 	local out
-	out=$(wrk -t1 -c"$conns" -d"$3"s --latency -s tools/wrk/limit.lua "http://127.0.0.1:$2")
+	out=$(wrk -t1 -c"$conns" -d"$3"s --latency -s "$script" "http://127.0.0.1:$2")
 	awk -v n="$1" -v rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")" -v p99="$(awk '$1 == "99%" {print $2}' <<<"$out")" \
 		-v r="$(awk '/requests in/ {print $1}' <<<"$out")" 'BEGIN {printf "%-8s %10.0f req/s  p99 %-8s %d requests\n", n, rps, p99, r}'
 }
 
-echo "wrk -t1 -c$conns -d${secs}s, $rounds interleaved rounds, tools/wrk/limit.lua (1,000 identifiers, limit 100/min)"
+echo "wrk -t1 -c$conns -d${secs}s, $rounds interleaved rounds, $script"
 run cluster 17170 2 >/dev/null # warm-up
 run embedded 17173 2 >/dev/null
 before=$(rpcs)
