@@ -204,8 +204,9 @@ func (r *replayer) backoff() time.Duration {
 	return d
 }
 
-// round turns the parked list if a turn is due, takes every dirty cell, hands them to the workers in batches and
-// waits for the batches to finish. ctx bounds the origin calls (each also
+// round turns the parked list if a turn is due, takes every dirty cell,
+// hands them to the workers in batches and waits for the batches to
+// finish. ctx bounds the origin calls (each also
 // by ReplayTimeout). It reports whether there was anything.
 func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
@@ -238,8 +239,9 @@ func (r *replayer) batches(c *cell, each func([]*cell)) {
 	}
 }
 
-// final replays, parked cells included, until nothing is left or FlushTimeout has passed: one
-// deadline bounds every call of the final flush together. What could not
+// final replays, parked cells included, until nothing is left or
+// FlushTimeout has passed: one deadline bounds every call of the final
+// flush together. What could not
 // be replayed is logged and counted.
 func (r *replayer) final(jobs chan<- replayJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.l.cfg.FlushTimeout)
@@ -284,8 +286,8 @@ func (r *replayer) roundNow() bool {
 	return true
 }
 
-// lost returns the cells still queued or parked for replay and their unconfirmed
-// increments.
+// lost returns the cells still queued or parked for replay and their
+// unconfirmed increments.
 func (r *replayer) lost() (cells, increments int64) {
 	for c := r.head.Load(); c != nil; c = c.next {
 		increments += c.unconfirmed()
