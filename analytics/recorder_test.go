@@ -43,11 +43,29 @@ func mustReport(t testing.TB, r *Recorder, ws, ns string, iv Interval, now time.
 // within N/SketchSize.
 func TestZipfTopTen(t *testing.T) {
 	r := newRecorder(t, Config{})
-	stream := zipfStream(360_000)
-	requests, denials := map[string]uint64{}, map[string]uint64{}
+	const n = 360_000 // 100 a second for an hour
+	requests, denials := limitedZipf(n, func(i int, id string, passed bool, now time.Time) {
+		r.Record("ws", "api", id, passed, now)
+		if i%1000 == 0 {
+			r.Advance(now)
+		}
+	})
+	end := t0.Add(time.Hour - time.Second)
+	rep := mustReport(t, r, "ws", "api", Hour, end)
+	if rep.Requests != n {
+		t.Fatalf("window total %d, want %d", rep.Requests, n)
+	}
+	checkTop(t, "requests", rep.TopRequests, requests, rep.Requests)
+	checkTop(t, "denied", rep.TopDenied, denials, rep.Denials)
+}
+
+// limitedZipf sends n requests of Zipf traffic (zipfStream) to each, 100
+// a second from t0, an identifier's requests beyond 20 a minute denied,
+// and returns the exact requests and denials of every identifier.
+func limitedZipf(n int, each func(i int, id string, passed bool, now time.Time)) (requests, denials map[string]uint64) {
+	requests, denials = map[string]uint64{}, map[string]uint64{}
 	perMinute := map[string]int{}
-	for i, id := range stream {
-		now := t0.Add(time.Duration(i) * 10 * time.Millisecond) // 100 a second for an hour
+	for i, id := range zipfStream(n) {
 		if i%6000 == 0 {
 			clear(perMinute)
 		}
@@ -57,18 +75,9 @@ func TestZipfTopTen(t *testing.T) {
 		if !passed {
 			denials[id]++
 		}
-		r.Record("ws", "api", id, passed, now)
-		if i%1000 == 0 {
-			r.Advance(now)
-		}
+		each(i, id, passed, t0.Add(time.Duration(i)*10*time.Millisecond))
 	}
-	end := t0.Add(time.Hour - time.Second)
-	rep := mustReport(t, r, "ws", "api", Hour, end)
-	if rep.Requests != uint64(len(stream)) {
-		t.Fatalf("window total %d, want %d", rep.Requests, len(stream))
-	}
-	checkTop(t, "requests", rep.TopRequests, requests, rep.Requests)
-	checkTop(t, "denied", rep.TopDenied, denials, rep.Denials)
+	return requests, denials
 }
 
 // checkTop compares a top list with exact counts over a window of n.

@@ -11,26 +11,14 @@ import (
 // of the whole traffic, within the bound of the whole traffic.
 func TestRegionMerge(t *testing.T) {
 	a, b := newRecorder(t, Config{}), newRecorder(t, Config{})
-	stream := zipfStream(120_000)
-	requests, denials := map[string]uint64{}, map[string]uint64{}
-	perMinute := map[string]int{}
-	for i, id := range stream {
-		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		if i%6000 == 0 {
-			clear(perMinute)
-		}
-		perMinute[id]++
-		passed := perMinute[id] <= 20
-		requests[id]++
-		if !passed {
-			denials[id]++
-		}
+	const n = 120_000
+	requests, denials := limitedZipf(n, func(i int, id string, passed bool, now time.Time) {
 		node := a
 		if i%3 == 0 {
 			node = b
 		}
 		node.Record("ws", "api", id, passed, now)
-	}
+	})
 	end := t0.Add(20*time.Minute - time.Second)
 	parts := b.Changes(t0, end)
 	if len(parts) != 1 {
@@ -49,16 +37,16 @@ func TestRegionMerge(t *testing.T) {
 		for _, d := range denials {
 			wantDenied += d
 		}
-		if passed+denied != uint64(len(stream)) || denied != wantDenied {
-			t.Fatalf("%s: %d passed and %d denied, want %d decisions, %d denied", iv, passed, denied, len(stream), wantDenied)
+		if passed+denied != n || denied != wantDenied {
+			t.Fatalf("%s: %d passed and %d denied, want %d decisions, %d denied", iv, passed, denied, n, wantDenied)
 		}
 		checkTop(t, string(iv)+" requests", rep.TopRequests, requests, rep.Requests)
 		checkTop(t, string(iv)+" denied", rep.TopDenied, denials, rep.Denials)
 	}
 	// Alone, a node answers for its own decisions only.
 	alone := mustReport(t, a, "ws", "api", Hour, end)
-	if alone.Requests == 0 || alone.Requests >= uint64(len(stream)) {
-		t.Fatalf("node a alone counts %d of %d", alone.Requests, len(stream))
+	if alone.Requests == 0 || alone.Requests >= n {
+		t.Fatalf("node a alone counts %d of %d", alone.Requests, n)
 	}
 }
 
