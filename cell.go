@@ -54,8 +54,9 @@ type cell struct {
 	// flags holds the flag bits below.
 	flags atomic.Uint32
 	// failures counts the consecutive replays this cell failed on its own
-	// (the origin refused the cell, not the call). Owned by the replayer.
-	failures int32
+	// (the origin refused the cell, not the call). Atomic: a driver's
+	// Flush may replay the cell while the dispatcher's round does.
+	failures atomic.Int32
 	// next links the cell in the replay queue while it is dirty.
 	next *cell
 }

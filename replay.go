@@ -53,10 +53,10 @@ type replayer struct {
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
 
-	parkMu   sync.Mutex
-	parked   []*cell // parked since the last turn
-	waiting  []*cell // parked before it: queued at the next turn
-	nextTurn int64   // Unix ms of the next turn; owned by the dispatcher
+	parkMu   sync.Mutex // guards the three fields below
+	parked   []*cell    // parked since the last turn
+	waiting  []*cell    // parked before it: queued at the next turn
+	nextTurn int64      // Unix ms of the next turn
 }
 
 type replayJob struct {
@@ -104,11 +104,12 @@ func (r *replayer) park(c *cell) {
 // cells parked before the previous turn are queued for replay, those
 // parked since wait for the next one.
 func (r *replayer) turnIfDue(now int64) {
+	r.parkMu.Lock()
 	if now < r.nextTurn {
+		r.parkMu.Unlock()
 		return
 	}
 	r.nextTurn = now + r.turnEvery().Milliseconds()
-	r.parkMu.Lock()
 	due := r.waiting
 	r.waiting, r.parked = r.parked, nil
 	r.parkMu.Unlock()
@@ -270,7 +271,7 @@ func (r *replayer) final(jobs chan<- replayJob) {
 // queued.
 func (r *replayer) flushNow() bool {
 	r.unparkAll()
-	return r.roundNow()
+	return r.sendQueued()
 }
 
 // roundNow runs one round on the caller's goroutine: it turns the parked
@@ -278,6 +279,12 @@ func (r *replayer) flushNow() bool {
 // ReplayBatch. It reports whether anything was queued.
 func (r *replayer) roundNow() bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
+	return r.sendQueued()
+}
+
+// sendQueued replays the queued cells on the caller's goroutine, in
+// batches of ReplayBatch, and reports whether anything was queued.
+func (r *replayer) sendQueued() bool {
 	c := r.head.Swap(nil)
 	if c == nil {
 		return false
@@ -345,7 +352,7 @@ func (r *replayer) flush(ctx context.Context, cells []*cell) {
 			r.refused(deltas[i], c, cellErr)
 			continue
 		}
-		c.failures = 0
+		c.failures.Store(0)
 		c.confirm(deltas[i].Sent)
 		c.merge(totals[i], deltas[i].Sent)
 		c.settled(deltas[i].Sent)
@@ -378,9 +385,9 @@ func (r *replayer) failed(deltas []origin.Delta, cells []*cell, err error) {
 // increments are dropped.
 func (r *replayer) refused(d origin.Delta, c *cell, err error) {
 	if !errors.Is(err, origin.ErrUnavailable) {
-		c.failures++
+		c.failures.Add(1)
 	}
-	if c.failures < maxCellFailures && !expired(d.Cell, r.l.cfg.Clock().UnixMilli()) {
+	if c.failures.Load() < maxCellFailures && !expired(d.Cell, r.l.cfg.Clock().UnixMilli()) {
 		r.mark(c)
 		return
 	}
@@ -392,7 +399,7 @@ func (r *replayer) refused(d origin.Delta, c *cell, err error) {
 func (r *replayer) drop(reason string, d origin.Delta, c *cell, err error) {
 	lost := c.unconfirmed()
 	c.confirm(c.admitted.Load())
-	c.failures = 0
+	c.failures.Store(0)
 	r.l.cfg.Observer.Dropped(reason, 1, lost)
 	r.l.cfg.Logger.Warn("sluice: increments dropped; not replayed to the origin",
 		"reason", reason, "namespace", d.Cell.Namespace, "increments", lost, "err", err)
