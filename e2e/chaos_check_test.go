@@ -252,9 +252,14 @@ func (s metricsSnapshot) tally(region, ns string) tally {
 	return t
 }
 
-// settle waits until no node has replayed anything for 2 s (longer than
-// the replay backoff's cap of 1 s: nothing is waiting for replay), and no
-// request is in flight on any node, then reads both regions' cells.
+// settleQuiet is how long no node may have replayed anything before the
+// cells are read: longer than a parked cell waits for its replay
+// (RefreshAfter, 5 s by default) and than the replay backoff's cap (1 s),
+// so nothing is waiting for replay then.
+const settleQuiet = 6 * time.Second
+
+// settle waits until no node has replayed anything for settleQuiet, and
+// no request is in flight on any node, then reads both regions' cells.
 func (r *chaosRig) settle() {
 	t := r.t
 	t.Helper()
@@ -276,7 +281,7 @@ func (r *chaosRig) settle() {
 	}
 	start := time.Now()
 	for last := replays(); ; {
-		time.Sleep(2 * time.Second)
+		time.Sleep(settleQuiet)
 		now := replays()
 		if quiet(last, now) {
 			break
