@@ -57,12 +57,11 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 			// or near the limit it first reads the origin, once for
 			// concurrent callers.
 			l.sharedRead(w.ctx(), q, readStrict, cur)
-			pk := q.previous()
-			prev = l.cells.load(q.hash, &pk)
+			prev = l.cells.loadPrevious(q.hash, &q.cell)
 		}
 		curs[i] = cur
 		o := l.apply(q, cur, prev, true)
-		out[i] = q.response(o)
+		q.response(&out[i], o)
 		passed = passed && o.Success
 	}
 
@@ -76,8 +75,7 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	for i := range qs {
 		q := &qs[i]
 		q.cost = 0
-		pk := q.previous()
-		prev := l.cells.load(q.hash, &pk)
+		prev := l.cells.loadPrevious(q.hash, &q.cell)
 		o := q.decide(curs[i].count(), prev.count())
 		out[i].Current, out[i].Remaining = o.Current, o.Remaining
 	}

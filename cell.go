@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
@@ -51,12 +52,16 @@ type cell struct {
 	// limit is the limit of the latest request on the cell, kept only with
 	// a global layer: its publication rule depends on it.
 	limit atomic.Int64
-	// flags holds the flag bits below.
+	// flags holds the flag bits below and, in its top byte, the number of
+	// consecutive replays this cell failed on its own (the origin refused
+	// the cell, not the call).
 	flags atomic.Uint32
-	// failures counts the consecutive replays this cell failed on its own
-	// (the origin refused the cell, not the call). Atomic: a driver's
-	// Flush may replay the cell while the dispatcher's round does.
-	failures atomic.Int32
+	// deciding is the cost of the requests the origin decision on this
+	// cell in flight (at most one at a time) asks for, saturated at
+	// math.MaxInt32, which stands for any larger cost. A batch decided
+	// locally counts it as spent, since the origin may admit it (see
+	// reserve).
+	deciding atomic.Int32
 	// next links the cell in the replay queue while it is dirty.
 	next *cell
 }
@@ -76,6 +81,27 @@ const (
 	flagParked                        // on the parked list: replayed within RefreshAfter
 	flagUnsure     = flagDeciding | flagWriting | flagInDoubt
 )
+
+// The failure count lives in the flags' top byte.
+const (
+	failureShift        = 24
+	failureUnit  uint32 = 1 << failureShift
+	failureMask  uint32 = 0xff << failureShift
+)
+
+// failures returns the consecutive replays the cell failed on its own.
+func (c *cell) failures() uint32 { return c.flags.Load() >> failureShift }
+
+// failedAlone counts one more replay the cell failed on its own, up to
+// the byte's capacity.
+func (c *cell) failedAlone() {
+	if c.failures() < 0xff {
+		c.flags.Add(failureUnit)
+	}
+}
+
+// resetFailures clears the failure count.
+func (c *cell) resetFailures() { c.flags.And(^failureMask) }
 
 // setFlag sets f and reports whether this call set it.
 func (c *cell) setFlag(f uint32) bool {
@@ -145,6 +171,30 @@ func (c *cell) lock() {
 }
 
 func (c *cell) unlock() { c.clearFlag(flagLocked) }
+
+// reserve records cost as in flight to the origin and returns the
+// speculative increments the decision must count as spent, both under the
+// cell's lock. A batch's speculative increment takes the lock too, so
+// either the batch sees the reservation or the decision sees the
+// increment: never neither, which could admit both past the limit.
+func (c *cell) reserve(cost int64) (speculative int64) {
+	c.lock()
+	defer c.unlock()
+	c.deciding.Store(int32(min(cost, math.MaxInt32)))
+	return c.speculative.Load()
+}
+
+// release ends the reservation of the decision in flight, once its
+// verdict is merged into the count.
+func (c *cell) release() { c.deciding.Store(0) }
+
+// inFlight returns the cost the decision in flight reserved.
+func (c *cell) inFlight() int64 {
+	if v := c.deciding.Load(); v != math.MaxInt32 {
+		return int64(v)
+	}
+	return math.MaxInt64
+}
 
 // importedCount returns the other regions' count of the cell (0 for nil).
 func (c *cell) importedCount() int64 {
@@ -222,12 +272,17 @@ func (c *cell) merge(total, included int64) {
 // which holds what the origin confirmed of this writer; while a write of
 // the cell is in flight or in doubt, it may hold more, so nothing is
 // added to it then: the local view lags rather than count a write twice.
+//
+// The flags are read before acked: a write that the total holds either
+// still shows in the flags or was confirmed before its flag cleared, so
+// acked holds it. Read the other way round, a write confirmed between the
+// two loads would be counted twice.
 func (c *cell) mergeRead(total int64) {
-	included := c.acked.Load()
 	if c.flags.Load()&flagUnsure != 0 {
-		included = c.admitted.Load()
+		c.merge(total, c.admitted.Load())
+		return
 	}
-	c.merge(total, included)
+	c.merge(total, c.acked.Load())
 }
 
 // raiseStrict moves the strict-mode deadline to until if that is later.
@@ -312,6 +367,16 @@ func mix(x uint64) uint64 {
 
 func (t *cellTable) load(h uint64, c *origin.Cell) *cell {
 	return t.m.Load(cellHash(h, c.Sequence), c)
+}
+
+// loadPrevious returns the cell before *c, or nil if it is absent. It
+// looks it up by moving c back one cell and restoring it, instead of
+// copying the key: c must not be shared while it runs.
+func (t *cellTable) loadPrevious(h uint64, c *origin.Cell) *cell {
+	c.Sequence--
+	v := t.m.Load(cellHash(h, c.Sequence), c)
+	c.Sequence++
+	return v
 }
 
 // loadOrCreate returns the cell, creating it if needed; synced is the

@@ -146,7 +146,7 @@ func (l *Limiter) Close() error {
 // error. Origin failures never surface here: the decision falls back to local
 // state. One deadline, OriginTimeout from the first wait (or ctx's, if
 // sooner), bounds everything the call may wait for on the origin together.
-func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
+func (l *Limiter) Ratelimit(ctx context.Context, r Request) (res Response, err error) {
 	var q resolved
 	if err := resolve(&q, &r, l.nowMilli); err != nil {
 		return Response{}, err
@@ -161,7 +161,8 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	return q.response(o), nil
+	q.response(&res, o) // filled in place: a copy would stall on its fields
+	return res, nil
 }
 
 // decide decides q, at the origin when the rules ask for it, with w's
@@ -233,14 +234,19 @@ func (l *Limiter) atOrigin(q *resolved, cur, prev *cell) bool {
 // With speculative, the cost is also recorded in cur.speculative, under the
 // cell's lock and together with the count, so that a merge never sees one
 // without the other; it stays there until the caller commits or rolls back.
+// A speculative decision also counts the costs an origin decision on cur
+// has in flight (cur.deciding) as spent: the batch is decided here, not at
+// the origin, and must not take units the origin is handing out.
 func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.Outcome {
+	var deciding int64
 	if speculative && q.cost > 0 {
 		cur.lock()
 		defer cur.unlock()
+		deciding = cur.inFlight()
 	}
 	for {
 		regional := cur.regional.Load()
-		o := q.decide(window.Add(regional, cur.imported.Load()), prev.count())
+		o := q.decide(window.Add(regional, window.Add(cur.imported.Load(), deciding)), prev.count())
 		if !o.Success {
 			l.denied(q, cur)
 			return o
@@ -270,16 +276,15 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 // region has admitted, so the region denies it too, and a denial never
 // waits. q.hash must be set.
 func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
-	prevKey := q.previous()
 	if l.origin == nil {
 		// The limiter is its own origin: every cell is born in sync.
 		cur = l.cells.loadOrCreate(q.hash, &q.cell, 1)
 		l.used(cur, q)
-		return cur, l.cells.load(q.hash, &prevKey)
+		return cur, l.cells.loadPrevious(q.hash, &q.cell)
 	}
 	cur = l.cells.loadOrCreate(q.hash, &q.cell, 0)
 	l.used(cur, q)
-	prev = l.cells.load(q.hash, &prevKey)
+	prev = l.cells.loadPrevious(q.hash, &q.cell)
 	synced := cur.syncedAt.Load()
 	stale := synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds()
 	if !stale || !q.decide(cur.count(), prev.count()).Success {
@@ -295,7 +300,7 @@ func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 		return cur, prev
 	}
 	if prev == nil { // the read may have created it
-		prev = l.cells.load(q.hash, &prevKey)
+		prev = l.cells.loadPrevious(q.hash, &q.cell)
 	}
 	return cur, prev
 }

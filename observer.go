@@ -13,7 +13,9 @@ type Observer interface {
 	OriginRead(reason string, elapsed time.Duration, err error)
 	// Replayed reports one replay call of cells cells to the origin.
 	Replayed(cells int, elapsed time.Duration, err error)
-	// ReplayBacklog reports the number of cells waiting for replay.
+	// ReplayBacklog reports the number of cells waiting for replay,
+	// queued or parked, at every replay round: zero once everything the
+	// limiter admitted has reached the origin.
 	ReplayBacklog(cells int64)
 	// Swept reports one janitor pass: cells kept and cells evicted.
 	Swept(live, evicted int)

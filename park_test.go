@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -109,4 +110,44 @@ func assertOriginHolds(t *testing.T, o origin.Origin, r sluice.Request, want int
 	if err != nil || counts.Current != want {
 		t.Fatalf("origin holds %+v, %v; want %d", counts, err, want)
 	}
+}
+
+// backlogGauge keeps the last backlog the limiter reported.
+type backlogGauge struct {
+	ignoring
+	last atomic.Int64
+}
+
+func (g *backlogGauge) ReplayBacklog(cells int64) { g.last.Store(cells) }
+
+// TestBacklogCountsParkedCells checks that the replay backlog an operator
+// watches counts a parked cell until its replay lands, and reads zero
+// after.
+func TestBacklogCountsParkedCells(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const refresh = 10 * time.Second
+		gauge := &backlogGauge{}
+		gauge.last.Store(-1)
+		store := memory.New(nil)
+		ticks := make(chan time.Time)
+		l, _ := newDriven(t, sluice.Config{Origin: store, RefreshAfter: refresh, Observer: gauge},
+			drive.Options{ReplayTicks: ticks})
+		r := sluice.Request{Namespace: "ns", Identifier: "parked", Limit: 1000, Duration: time.Minute, Cost: 1}
+		if _, err := l.Ratelimit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		tick := func() int64 {
+			ticks <- time.Time{}
+			synctest.Wait()
+			return gauge.last.Load()
+		}
+		if n := tick(); n != 1 {
+			t.Fatalf("backlog %d while the cell is parked, want 1", n)
+		}
+		time.Sleep(refresh / 2)
+		if n := tick(); n != 0 {
+			t.Fatalf("backlog %d after the parked cell was replayed, want 0", n)
+		}
+		assertOriginHolds(t, store, r, 1)
+	})
 }

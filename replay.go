@@ -116,6 +116,14 @@ func (r *replayer) turnIfDue(now int64) {
 	r.unpark(due)
 }
 
+// reportBacklog reports the cells queued or parked for replay.
+func (r *replayer) reportBacklog() {
+	r.parkMu.Lock()
+	parked := len(r.parked) + len(r.waiting)
+	r.parkMu.Unlock()
+	r.l.cfg.Observer.ReplayBacklog(r.backlog.Load() + int64(parked))
+}
+
 // turnEvery is the time between two turns of the parked list.
 func (r *replayer) turnEvery() time.Duration {
 	return max(r.l.cfg.RefreshAfter/2, time.Millisecond)
@@ -213,15 +221,17 @@ func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
 	c := r.head.Swap(nil)
 	if c == nil {
+		r.reportBacklog()
 		return false
 	}
-	r.l.cfg.Observer.ReplayBacklog(r.backlog.Load())
+	r.reportBacklog()
 	var done sync.WaitGroup
 	r.batches(c, func(batch []*cell) {
 		done.Add(1)
 		jobs <- replayJob{ctx: ctx, cells: batch, done: &done}
 	})
 	done.Wait()
+	r.reportBacklog()
 	return true
 }
 
@@ -352,7 +362,7 @@ func (r *replayer) flush(ctx context.Context, cells []*cell) {
 			r.refused(deltas[i], c, cellErr)
 			continue
 		}
-		c.failures.Store(0)
+		c.resetFailures()
 		c.confirm(deltas[i].Sent)
 		c.merge(totals[i], deltas[i].Sent)
 		c.settled(deltas[i].Sent)
@@ -385,9 +395,9 @@ func (r *replayer) failed(deltas []origin.Delta, cells []*cell, err error) {
 // increments are dropped.
 func (r *replayer) refused(d origin.Delta, c *cell, err error) {
 	if !errors.Is(err, origin.ErrUnavailable) {
-		c.failures.Add(1)
+		c.failedAlone()
 	}
-	if c.failures.Load() < maxCellFailures && !expired(d.Cell, r.l.cfg.Clock().UnixMilli()) {
+	if c.failures() < maxCellFailures && !expired(d.Cell, r.l.cfg.Clock().UnixMilli()) {
 		r.mark(c)
 		return
 	}
@@ -399,7 +409,7 @@ func (r *replayer) refused(d origin.Delta, c *cell, err error) {
 func (r *replayer) drop(reason string, d origin.Delta, c *cell, err error) {
 	lost := c.unconfirmed()
 	c.confirm(c.admitted.Load())
-	c.failures.Store(0)
+	c.resetFailures()
 	r.l.cfg.Observer.Dropped(reason, 1, lost)
 	r.l.cfg.Logger.Warn("sluice: increments dropped; not replayed to the origin",
 		"reason", reason, "namespace", d.Cell.Namespace, "increments", lost, "err", err)

@@ -98,23 +98,21 @@ func resolve(q *resolved, r *Request, nowMilli func() int64) error {
 		return fmt.Errorf("%w: time %v is before the Unix epoch", ErrInvalidRequest, time.UnixMilli(t))
 	}
 	q.pos = window.At(t, d)
-	q.cell = origin.Cell{
-		Key:      origin.Key{Workspace: r.Workspace, Namespace: r.Namespace, Identifier: r.Identifier, Duration: time.Duration(d) * time.Millisecond},
-		Sequence: q.pos.Seq,
-	}
+	// Field by field rather than a composite literal: the literal is built
+	// on the stack and copied in wide moves that stall on its narrow
+	// stores (docs/benchmarks.md).
+	q.cell.Workspace, q.cell.Namespace, q.cell.Identifier = r.Workspace, r.Namespace, r.Identifier
+	q.cell.Duration = time.Duration(d) * time.Millisecond
+	q.cell.Sequence = q.pos.Seq
 	q.t, q.limit, q.cost = t, r.Limit, r.Cost
 	return nil
 }
 
-// response builds the Response of a decision.
-func (q *resolved) response(o window.Outcome) Response {
-	return Response{
-		Success:   o.Success,
-		Limit:     q.limit,
-		Remaining: o.Remaining,
-		Current:   o.Current,
-		Reset:     time.UnixMilli(q.pos.Reset()),
-	}
+// response fills res with the Response of a decision, field by field (a
+// composite literal would be built aside and copied, see resolve).
+func (q *resolved) response(res *Response, o window.Outcome) {
+	res.Success, res.Limit, res.Remaining, res.Current = o.Success, q.limit, o.Remaining, o.Current
+	res.Reset = time.UnixMilli(q.pos.Reset())
 }
 
 // current is the cell q falls in.

@@ -169,13 +169,19 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	}
 	d.cur.setFlag(flagDeciding)
 	defer l.decided(d.cur)
+	// The batches decided locally meanwhile count these costs as spent
+	// until the verdict is merged; the origin counts their speculative
+	// increments as spent in turn, with the other regions' counts.
+	reserved := costs(batch)
+	speculative := d.cur.reserve(reserved)
+	defer d.cur.release()
 	c := origin.Check{
 		Key:     first.cell.Key,
 		Seq:     first.pos.Seq,
 		Elapsed: first.pos.Elapsed,
 		Writer:  d.cur.writer,
 		Imported: origin.Counts{
-			Current:  d.cur.imported.Load(),
+			Current:  window.Add(d.cur.imported.Load(), speculative),
 			Previous: d.prev.importedCount(),
 		},
 	}
@@ -230,6 +236,15 @@ func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, ba
 		cur.confirm(v.Share)
 	}
 	return v, batch, err
+}
+
+// costs returns the total cost of the tickets of batch.
+func costs(batch []*ticket) int64 {
+	var sum int64
+	for _, tk := range batch {
+		sum = window.Add(sum, tk.q.cost)
+	}
+	return sum
 }
 
 // waiting returns the tickets of batch whose caller still waits, in a new

@@ -101,3 +101,59 @@ func TestOriginDecisionAfterReplayLanded(t *testing.T) {
 		t.Fatalf("unit 11 of a limit of 10: %+v, %v; want a denial", res, err)
 	}
 }
+
+// decisionGate holds every Decide until release is closed; reached is
+// closed when the first one arrives.
+type decisionGate struct {
+	origin.Origin
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *decisionGate) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
+	g.once.Do(func() { close(g.reached) })
+	<-g.release
+	return g.Origin.Decide(ctx, c)
+}
+
+// TestBatchCountsDecisionInFlight holds an origin decision for 2 units of
+// a limit of 10 in flight, with 8 spent, while a batch of two single units
+// on the same counter is decided locally. The batch must count the 2 units
+// as spent and fail: the origin admits them, and the batch's two units
+// would take the counter to 12.
+func TestBatchCountsDecisionInFlight(t *testing.T) {
+	g := &decisionGate{Origin: memory.New(nil), reached: make(chan struct{}), release: make(chan struct{})}
+	l := newLimiter(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1, OriginTimeout: time.Minute})
+	ctx := context.Background()
+	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
+	for i := range 8 {
+		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+			t.Fatalf("unit %d: %+v, %v", i+1, res, err)
+		}
+	}
+	two := r
+	two.Cost = 2
+	decided := make(chan sluice.Response, 1)
+	go func() {
+		res, _ := l.Ratelimit(ctx, two) // 10 > 10 - margin: decided at the origin
+		decided <- res
+	}()
+	<-g.reached
+	out, err := l.RatelimitMany(ctx, []sluice.Request{r, r})
+	close(g.release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := <-decided; !res.Success || res.Current != 10 {
+		t.Fatalf("the 2 units decided at the origin: %+v, want admitted with Current 10", res)
+	}
+	if out[0].Success && out[1].Success {
+		t.Fatalf("a batch of 2 units passed while 2 of the last 2 were being admitted at the origin: %+v", out)
+	}
+	peek := r
+	peek.Cost = 0
+	if res, err := l.Ratelimit(ctx, peek); err != nil || res.Current != 10 {
+		t.Fatalf("count after the decision: %+v, %v; want 10", res, err)
+	}
+}

@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(.0001, 4, 8),
 		}, []string{"result"}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_replay_backlog_cells", Help: "Cells waiting to be replayed to the origin.",
+			Name: "sluice_replay_backlog_cells", Help: "Cells waiting to be replayed to the origin, queued or parked.",
 		}),
 		cells: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_cells_live", Help: "Counter cells kept in memory after the last janitor sweep.",

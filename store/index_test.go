@@ -45,11 +45,12 @@ func refGlob(p, s string) bool {
 // snapshot comparison (sameAs) holds for equal contents only.
 func TestIndexAgainstReference(t *testing.T) {
 	pattern := rapid.StringOfN(rapid.SampledFrom([]rune("ab*")), 1, 7, -1)
-	ident := rapid.StringOfN(rapid.SampledFrom([]rune("ab")), 0, 60, -1) // long enough for a run to occur more than denseFrom times
-	defer func(m, l int) { maxStale, linearMax = m, l }(maxStale, linearMax)
+	ident := rapid.StringOfN(rapid.SampledFrom([]rune("ab")), 0, 130, -1) // up to three bitmap words
+	defer func(m, l, b int) { maxStale, linearMax, bitmapWords = m, l, b }(maxStale, linearMax, bitmapWords)
 	rapid.Check(t, func(t *rapid.T) {
 		maxStale = rapid.IntRange(0, 6).Draw(t, "maxStale")
 		linearMax = rapid.IntRange(0, 3).Draw(t, "linearMax")
+		bitmapWords = rapid.SampledFrom([]int{0, 1, 3, 8192}).Draw(t, "bitmapWords") // below 8192, keys past the bound are searched
 		var ix *overrideIndex
 		ref := map[string]Override{}
 		for step := range rapid.IntRange(1, 40).Draw(t, "steps") {

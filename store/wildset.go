@@ -167,15 +167,17 @@ type wildScratch struct {
 	first   []int32  // per run key: where its starts begin in byKey, or -1 when not found
 	end     []int32  // per run key: where its starts end in byKey
 	byKey   []int32  // the starts of the occurrences, grouped by key
-	bitsAt  []int32  // per run key found more than denseFrom times: where its bitmap of starts begins in bits, else -1
+	bitsAt  []int32  // per run key found: where its bitmap of starts begins in bits, else -1
 	bits    []uint64 // bitmaps of starts, words per key each
 	words   int32    // the words of one bitmap: len(id)/64, rounded up
 }
 
-// denseFrom is the number of occurrences past which a key's starts are
-// also kept as a bitmap, so that finding the first start at or after a
-// position takes a few word operations instead of a binary search.
-const denseFrom = 16
+// bitmapWords bounds the words of bitmaps one lookup keeps (64 KiB): the
+// starts of the first keys found are kept as bitmaps, so that finding the
+// first start at or after a position takes a few word operations; the
+// keys past the bound are searched among their starts. A variable so that
+// tests can make the bound bite.
+var bitmapWords = 8192
 
 func (s *wildSet) getScratch() *wildScratch {
 	if x, ok := s.scratch.Get().(*wildScratch); ok {
@@ -292,13 +294,13 @@ func (s *wildSet) count(pats []int32, x *wildScratch) {
 	}
 }
 
-// makeBitmaps keeps the starts of each key found more than denseFrom
-// times as a bitmap too, in an identifier of n bytes.
+// makeBitmaps keeps the starts of each key found as a bitmap too, in an
+// identifier of n bytes, while the bitmaps stay within bitmapWords.
 func (x *wildScratch) makeBitmaps(n int) {
 	x.words = int32(n+63) / 64
 	for _, k := range x.found {
-		if x.end[k]-x.first[k] <= denseFrom {
-			continue
+		if len(x.bits)+int(x.words) > bitmapWords {
+			return
 		}
 		x.bitsAt[k] = int32(len(x.bits))
 		x.bits = slices.Grow(x.bits, int(x.words))
@@ -313,23 +315,29 @@ func (x *wildScratch) makeBitmaps(n int) {
 
 // nextStart returns the first start of run key k at or after pos, or -1.
 func (x *wildScratch) nextStart(k, pos int32) int32 {
-	if x.first[k] < 0 {
+	at := x.bitsAt[k]
+	if at < 0 {
+		return x.searchStart(k, pos)
+	}
+	i, stop := at+pos>>6, at+x.words
+	if i >= stop {
 		return -1
 	}
-	if at := x.bitsAt[k]; at >= 0 {
-		bm := x.bits[at : at+x.words]
-		i := pos >> 6
-		if i >= x.words {
+	for w := x.bits[i] &^ (1<<(pos&63) - 1); ; w = x.bits[i] {
+		if w != 0 {
+			return (i-at)<<6 + int32(bits.TrailingZeros64(w))
+		}
+		if i++; i == stop {
 			return -1
 		}
-		for w := bm[i] &^ (1<<(pos&63) - 1); ; w = bm[i] {
-			if w != 0 {
-				return i<<6 + int32(bits.TrailingZeros64(w))
-			}
-			if i++; i == x.words {
-				return -1
-			}
-		}
+	}
+}
+
+// searchStart is nextStart for a key without a bitmap: absent, or found
+// past bitmapWords.
+func (x *wildScratch) searchStart(k, pos int32) int32 {
+	if x.first[k] < 0 {
+		return -1
 	}
 	starts := x.byKey[x.first[k]:x.end[k]]
 	if i, _ := slices.BinarySearch(starts, pos); i < len(starts) {
