@@ -166,7 +166,7 @@ func TestIndexLookupSkipsWhatCannotMatch(t *testing.T) {
 			ix := newOverrideIndex(os)
 			examined := 0
 			testHookPlace = func() { examined++ }
-			defer func() { testHookPlace = func() {} }()
+			defer func() { testHookPlace = nil }()
 			if o, ok := ix.lookup(tc.id); ok {
 				t.Fatalf("%q matched", o.Identifier)
 			}
@@ -196,6 +196,12 @@ func BenchmarkIndexLookup(b *testing.B) {
 		{"runs-miss", func(i int) string {
 			return "a*" + strings.Repeat("a", 256+i%200) + "b" + strings.Repeat("a", 1+i/200) + "*a"
 		}, strings.Repeat("a", 256) + "b" + strings.Repeat("a", 255)},
+		{"order-miss", func(i int) string {
+			return "*" + strings.Repeat("a", 1+i/100) + "c*b" + strings.Repeat("a", 1+i%100) + "*"
+		}, "b" + strings.Repeat("a", 510) + "c"},
+		{"most-miss", func(i int) string { // 8 '*', the most the server accepts: 7 runs
+			return "*" + strings.Repeat("a*", 5) + strings.Repeat("a", 1+i/100) + "c*b" + strings.Repeat("a", 1+i%100) + "*"
+		}, "b" + strings.Repeat("a", 510) + "c"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var os []Override

@@ -20,8 +20,9 @@ import (
 // Aho-Corasick automaton. Each piece found counts towards the patterns that
 // need it (postings); a pattern becomes a candidate when all of its
 // distinct pieces have been found. Only candidates are checked, by placing
-// their runs in order at their leftmost occurrences (binary search among
-// the occurrences found), which takes time linear in the number of runs.
+// their runs in order at their leftmost occurrences (a bitmap of each
+// run's starts, or a binary search among them), which takes time linear in
+// the number of runs.
 //
 // So a lookup costs the identifier's length, plus the occurrences of runs
 // in it (at most len × distinct run lengths), plus one count per (pattern,
@@ -159,17 +160,26 @@ func (s *wildSet) has(pattern string) bool {
 
 // wildScratch is the working memory of one lookup, reused through a pool.
 type wildScratch struct {
-	count   []uint16 // the pieces found of each pattern
-	touched []int32  // the patterns whose count is not 0
+	count   []uint32 // per pattern: the lookup that counted it last (gen) << 16 | the pieces it found
+	gen     uint32   // this lookup's number, in 1..65535
 	cands   []int32  // the patterns whose every piece was found
 	occ     []occurrence
 	found   []int32  // the run keys found
 	first   []int32  // per run key: where its starts begin in byKey, or -1 when not found
 	end     []int32  // per run key: where its starts end in byKey
 	byKey   []int32  // the starts of the occurrences, grouped by key
-	bitsAt  []int32  // per run key found: where its bitmap of starts begins in bits, else -1
+	spans   []span   // per run key: what placing it needs, in one place
 	bits    []uint64 // bitmaps of starts, words per key each
 	words   int32    // the words of one bitmap: len(id)/64, rounded up
+}
+
+// span is what placing a run key needs: where it occurs first and last,
+// its bitmap of starts, its length. Placing a run reads one span, so the
+// four sit together.
+type span struct {
+	lo, hi int32 // its first and last start; both -1 when not found
+	bitsAt int32 // where its bitmap of starts begins in bits, or -1
+	n      int32 // its length
 }
 
 // bitmapWords bounds the words of bitmaps one lookup keeps (64 KiB): the
@@ -184,22 +194,25 @@ func (s *wildSet) getScratch() *wildScratch {
 		return x
 	}
 	keys := len(s.middle.keyLen)
-	x := &wildScratch{count: make([]uint16, len(s.pats)), first: make([]int32, keys), end: make([]int32, keys), bitsAt: make([]int32, keys)}
-	for i := range x.first {
-		x.first[i], x.bitsAt[i] = -1, -1
+	x := &wildScratch{count: make([]uint32, len(s.pats)), gen: 1, first: make([]int32, keys), end: make([]int32, keys), spans: make([]span, keys)}
+	for k := range x.first {
+		x.first[k] = -1
+		x.spans[k] = span{lo: -1, hi: -1, bitsAt: -1, n: s.middle.keyLen[k]}
 	}
 	return x
 }
 
 // putScratch clears what a lookup set in x and returns it to the pool.
 func (s *wildSet) putScratch(x *wildScratch) {
-	for _, p := range x.touched {
-		x.count[p] = 0
+	if x.gen++; x.gen == 1<<16 { // the numbers wrap: forget what the old ones counted
+		clear(x.count)
+		x.gen = 1
 	}
 	for _, k := range x.found {
-		x.first[k], x.bitsAt[k] = -1, -1
+		x.first[k] = -1
+		x.spans[k].lo, x.spans[k].hi, x.spans[k].bitsAt = -1, -1, -1
 	}
-	x.touched, x.cands, x.occ, x.found, x.byKey, x.bits = x.touched[:0], x.cands[:0], x.occ[:0], x.found[:0], x.byKey[:0], x.bits[:0]
+	x.cands, x.occ, x.found, x.byKey, x.bits = x.cands[:0], x.occ[:0], x.found[:0], x.byKey[:0], x.bits[:0]
 	s.scratch.Put(x)
 }
 
@@ -279,16 +292,21 @@ func (s *wildSet) groupOccurrences(x *wildScratch) {
 		x.byKey[x.end[o.key]] = o.start
 		x.end[o.key]++
 	}
+	for _, k := range x.found {
+		x.spans[k].lo, x.spans[k].hi = x.byKey[x.first[k]], x.byKey[x.end[k]-1]
+	}
 }
 
 // count counts one piece found towards each of pats.
 func (s *wildSet) count(pats []int32, x *wildScratch) {
 	for _, p := range pats {
-		if x.count[p] == 0 {
-			x.touched = append(x.touched, p)
+		c := x.count[p]
+		if c>>16 != x.gen {
+			c = x.gen << 16
 		}
-		x.count[p]++
-		if x.count[p] == s.need[p] {
+		c++
+		x.count[p] = c
+		if uint16(c) == s.need[p] {
 			x.cands = append(x.cands, p)
 		}
 	}
@@ -302,7 +320,7 @@ func (x *wildScratch) makeBitmaps(n int) {
 		if len(x.bits)+int(x.words) > bitmapWords {
 			return
 		}
-		x.bitsAt[k] = int32(len(x.bits))
+		x.spans[k].bitsAt = int32(len(x.bits))
 		x.bits = slices.Grow(x.bits, int(x.words))
 		bm := x.bits[len(x.bits) : len(x.bits)+int(x.words)]
 		clear(bm)
@@ -313,55 +331,57 @@ func (x *wildScratch) makeBitmaps(n int) {
 	}
 }
 
-// nextStart returns the first start of run key k at or after pos, or -1.
-func (x *wildScratch) nextStart(k, pos int32) int32 {
-	at := x.bitsAt[k]
-	if at < 0 {
-		return x.searchStart(k, pos)
-	}
-	i, stop := at+pos>>6, at+x.words
-	if i >= stop {
-		return -1
-	}
-	for w := x.bits[i] &^ (1<<(pos&63) - 1); ; w = x.bits[i] {
-		if w != 0 {
-			return (i-at)<<6 + int32(bits.TrailingZeros64(w))
-		}
-		if i++; i == stop {
-			return -1
-		}
-	}
-}
-
-// searchStart is nextStart for a key without a bitmap: absent, or found
-// past bitmapWords.
-func (x *wildScratch) searchStart(k, pos int32) int32 {
-	if x.first[k] < 0 {
-		return -1
-	}
-	starts := x.byKey[x.first[k]:x.end[k]]
-	if i, _ := slices.BinarySearch(starts, pos); i < len(starts) {
+// laterStart returns the first start of run key k, whose span is sp, at
+// or after pos, where sp.lo < pos <= sp.hi (so there is one), when the
+// word of sp's bitmap that holds pos has none: it reads the next words,
+// or, for a key found past bitmapWords, which has no bitmap, searches
+// among its starts.
+func (x *wildScratch) laterStart(k int32, sp *span, pos int32) int32 {
+	if sp.bitsAt < 0 {
+		starts := x.byKey[x.first[k]:x.end[k]]
+		i, _ := slices.BinarySearch(starts, pos)
 		return starts[i]
 	}
-	return -1
+	i := sp.bitsAt + pos>>6 + 1
+	for x.bits[i] == 0 {
+		i++
+	}
+	return (i-sp.bitsAt)<<6 + int32(bits.TrailingZeros64(x.bits[i]))
 }
 
 // placeRuns reports whether the runs of pattern p, whose prefix and suffix
 // id has, fit in order between them: each at its leftmost occurrence after
-// the previous one, which leaves the most room for those that follow.
+// the previous one, which leaves the most room for those that follow. A
+// run placed at or before its first start takes that; one placed past its
+// last start fails; else the word of its bitmap that holds the position
+// usually has the start, and laterStart finds it otherwise.
 func (s *wildSet) placeRuns(p int32, id string, x *wildScratch) bool {
-	testHookPlace()
+	if testHookPlace != nil {
+		testHookPlace()
+	}
 	sh := &s.shape[p]
 	if int32(len(id)) < sh.literal {
 		return false
 	}
 	pos, end := sh.prefix, int32(len(id))-sh.suffix
 	for _, k := range s.runs.of(p) {
-		start := x.nextStart(k, pos)
-		if start < 0 {
-			return false
+		sp := &x.spans[k]
+		start := sp.lo
+		if pos > start {
+			if pos > sp.hi {
+				return false
+			}
+			start = -1
+			if sp.bitsAt >= 0 {
+				if w := x.bits[sp.bitsAt+pos>>6] &^ (1<<(pos&63) - 1); w != 0 {
+					start = pos&^63 + int32(bits.TrailingZeros64(w))
+				}
+			}
+			if start < 0 {
+				start = x.laterStart(k, sp, pos)
+			}
 		}
-		if pos = start + s.middle.keyLen[k]; pos > end {
+		if pos = start + sp.n; pos > end {
 			return false
 		}
 	}
@@ -370,7 +390,7 @@ func (s *wildSet) placeRuns(p int32, id string, x *wildScratch) bool {
 
 // testHookPlace is called before the runs of a candidate are placed; tests
 // count the candidates a lookup examines.
-var testHookPlace = func() {}
+var testHookPlace func()
 
 // reverse returns s with its bytes in reverse order.
 func reverse(s string) string {
