@@ -160,17 +160,17 @@ func (s *wildSet) has(pattern string) bool {
 
 // wildScratch is the working memory of one lookup, reused through a pool.
 type wildScratch struct {
-	count   []uint32 // per pattern: the lookup that counted it last (gen) << 16 | the pieces it found
-	gen     uint32   // this lookup's number, in 1..65535
-	cands   []int32  // the patterns whose every piece was found
-	occ     []occurrence
-	found   []int32  // the run keys found
-	first   []int32  // per run key: where its starts begin in byKey, or -1 when not found
-	end     []int32  // per run key: where its starts end in byKey
-	byKey   []int32  // the starts of the occurrences, grouped by key
-	spans   []span   // per run key: what placing it needs, in one place
-	bits    []uint64 // bitmaps of starts, words per key each
-	words   int32    // the words of one bitmap: len(id)/64, rounded up
+	count []uint32 // per pattern: the lookup that counted it last (gen) << 16 | the pieces it found
+	gen   uint32   // this lookup's number, in 1..65535
+	cands []int32  // the patterns whose every piece was found
+	occ   []occurrence
+	found []int32  // the run keys found
+	first []int32  // per run key: where its starts begin in byKey, or -1 when not found
+	end   []int32  // per run key: where its starts end in byKey
+	byKey []int32  // the starts of the occurrences, grouped by key
+	spans []span   // per run key: what placing it needs, in one place
+	bits  []uint64 // bitmaps of starts, words per key each
+	words int32    // the words of one bitmap: len(id)/64, rounded up
 }
 
 // span is what placing a run key needs: where it occurs first and last,
