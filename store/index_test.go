@@ -177,6 +177,45 @@ func TestIndexLookupSkipsWhatCannotMatch(t *testing.T) {
 	}
 }
 
+// TestCountsSurviveGenerationWrap runs lookups across the wrap of the
+// generation that marks a pattern's piece counts: a count from an earlier
+// lookup never makes a pattern a candidate of a later one, before, at or
+// after the wrap.
+func TestCountsSurviveGenerationWrap(t *testing.T) {
+	var ws []*wildcard
+	for _, p := range []string{"*ab*cd*", "*ab*ef*", "x*"} {
+		w, ok := newWildcard(Override{Identifier: p})
+		if !ok {
+			t.Fatalf("%q is not a pattern", p)
+		}
+		ws = append(ws, w)
+	}
+	s := newWildSet(ws)
+	x := s.getScratch()
+	if s.lookupWith("ab", nil, x) != nil || x.gen != 1 {
+		t.Fatalf("first lookup: generation %d, want 1", x.gen)
+	}
+	x.reset()
+	x.gen = 1<<16 - 2 // the counts of "ab" carry generation 1, which comes back after the wrap
+	for i, tc := range []struct {
+		id    string
+		cands int
+	}{
+		{"zz", 0}, {"zz", 0}, {"cd", 0}, {"ef", 0}, {"ab", 0}, {"abcd", 1}, {"ef", 0}, {"abef", 1}, {"cd", 0},
+	} {
+		if w := s.lookupWith(tc.id, nil, x); (w != nil) != (tc.cands > 0) {
+			t.Fatalf("lookup %d (%q, generation %d): matched %v", i, tc.id, x.gen, w)
+		}
+		if len(x.cands) != tc.cands {
+			t.Fatalf("lookup %d (%q, generation %d): %d candidates, want %d", i, tc.id, x.gen, len(x.cands), tc.cands)
+		}
+		x.reset()
+	}
+	if x.gen != 8 {
+		t.Fatalf("generation %d after the wrap, want 8", x.gen)
+	}
+}
+
 // BenchmarkIndexLookup measures one lookup in a namespace of 10,000
 // overrides: an exact hit among exact identifiers, a hit among prefix
 // patterns, and a miss among each adversarial shape of wildcards:

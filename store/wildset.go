@@ -202,8 +202,15 @@ func (s *wildSet) getScratch() *wildScratch {
 	return x
 }
 
-// putScratch clears what a lookup set in x and returns it to the pool.
+// putScratch readies x for the next lookup and returns it to the pool.
 func (s *wildSet) putScratch(x *wildScratch) {
+	x.reset()
+	s.scratch.Put(x)
+}
+
+// reset clears what a lookup set in x: the counts by moving on to the
+// next generation, the rest by hand.
+func (x *wildScratch) reset() {
 	if x.gen++; x.gen == 1<<16 { // the numbers wrap: forget what the old ones counted
 		clear(x.count)
 		x.gen = 1
@@ -213,7 +220,6 @@ func (s *wildSet) putScratch(x *wildScratch) {
 		x.spans[k].lo, x.spans[k].hi, x.spans[k].bitsAt = -1, -1, -1
 	}
 	x.cands, x.occ, x.found, x.byKey, x.bits = x.cands[:0], x.occ[:0], x.found[:0], x.byKey[:0], x.bits[:0]
-	s.scratch.Put(x)
 }
 
 // lookup returns the most specific pattern of s that matches id, skipping
@@ -221,6 +227,11 @@ func (s *wildSet) putScratch(x *wildScratch) {
 func (s *wildSet) lookup(id string, skip map[string]struct{}) *wildcard {
 	x := s.getScratch()
 	defer s.putScratch(x)
+	return s.lookupWith(id, skip, x)
+}
+
+// lookupWith is lookup with working memory x.
+func (s *wildSet) lookupWith(id string, skip map[string]struct{}, x *wildScratch) *wildcard {
 	s.findPieces(id, x)
 	best := int32(len(s.pats))
 	for _, p := range s.always {
