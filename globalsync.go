@@ -28,14 +28,19 @@ const cleanupBatch = 1000
 // announced itself, in rounds.
 const regionsActiveFor = 6
 
+// announceEvery is how often, in intervals of the limiter's clock, a node
+// with nothing to publish still announces its region (a publish announces
+// it too): half of regionsActiveFor, so that a live region never lapses.
+const announceEvery = regionsActiveFor / 2
+
 // globalState is owned by the global loop's goroutine (or by a caller of
 // syncGlobal, which takes the same lock).
 type globalState struct {
 	// cfg is the global layer's configuration with its defaults, set by New
 	// and never changed (zero without a global layer).
 	cfg GlobalConfig
-	// published is the count last published per cell, for the cells this
-	// node has published.
+	// published is, per cell, the highest count of this region known to
+	// be stored: what this node published, or a pull read back.
 	published map[origin.Cell]int64
 	// regions is the number of regions present at the last pull (≥ 1).
 	regions int
@@ -44,6 +49,9 @@ type globalState struct {
 	cursor, denialCursor global.Cursor
 	// rounds counts rounds, for the cleanup schedule.
 	rounds int
+	// announceAt is the time (Unix ms) from which this node announces its
+	// region again even with nothing to publish.
+	announceAt int64
 	// pendingDenials holds the denials drained from the queue and not
 	// written yet.
 	pendingDenials []global.Denial
@@ -137,8 +145,12 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	if !l.global.cfg.DisableCounters {
 		l.pull(ctx, now, &st) // first: the rule needs the regions present and the imports
 		l.publish(ctx, now, &st)
-	} else if err := l.global.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
-		st.fail(err)
+	} else if now >= l.global.announceAt {
+		if err := l.global.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
+			st.fail(err)
+		} else {
+			l.global.announced(now)
+		}
 	}
 	if !l.global.cfg.DisableDenials {
 		l.syncDenials(ctx, now, &st)
@@ -158,6 +170,11 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	return st.Err
 }
 
+// announced notes that this node announced its region at now.
+func (g *globalState) announced(now int64) {
+	g.announceAt = now + announceEvery*g.cfg.Interval.Milliseconds()
+}
+
 func (st *GlobalStats) fail(err error) {
 	if err != nil && st.Err == nil {
 		st.Err = err
@@ -169,7 +186,8 @@ func (st *GlobalStats) fail(err error) {
 //
 // The rule: a cell is published once its count reaches limit/(2R), R being
 // the number of regions present, or as soon as another region has published
-// it (its imported count is not zero); after that, every change is
+// it (its imported count is not zero) or another node of this region has
+// (see pull); after that, every change above what the region has stored is
 // published. Spread evenly over R regions, traffic reaches limit/(2R) per
 // region by the time the regions together have used half of the limit, so
 // every region publishes before the limit is near; traffic confined to one
@@ -179,11 +197,14 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	regions := int64(max(g.regions, 1))
 	var counts []global.Count
+	for k := range g.published {
+		if !active(k, now) { // a cell the janitor evicted early is forgotten here too
+			delete(g.published, k)
+		}
+	}
 	for k, c := range l.cells.m.All() {
-		d := k.Duration.Milliseconds()
-		if k.Sequence < now/d-1 {
-			delete(g.published, k) // inactive: the janitor evicts it
-			continue
+		if !active(k, now) {
+			continue // the janitor evicts it
 		}
 		n := c.committed()
 		last, seen := g.published[k]
@@ -195,14 +216,24 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		}
 		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
 	}
+	if len(counts) == 0 && now < g.announceAt {
+		return // nothing to write, and the region was announced recently
+	}
 	if err := l.global.cfg.Store.Publish(ctx, l.cfg.Region, counts, now); err != nil {
 		st.fail(err)
 		return
 	}
+	g.announced(now)
 	for _, c := range counts {
 		g.published[c.Cell] = c.Count
 	}
 	st.Published = len(counts)
+}
+
+// active reports whether cell k takes part in decisions at now: it is the
+// current or the previous window.
+func active(k origin.Cell, now int64) bool {
+	return k.Sequence >= now/k.Duration.Milliseconds()-1
 }
 
 // publishable reports whether a cell never published yet, with committed
@@ -223,7 +254,12 @@ func expiresAt(k origin.Cell) int64 {
 }
 
 // pull imports the other regions' counts of every cell changed since the
-// last pull, and raises this region's count to its published floor.
+// last pull, and raises this region's count to its published floor. The
+// floor is also what the region has published of the cell, whichever of
+// its nodes wrote it: publish writes only counts above it, so the nodes of
+// a region that see the same regional count write it once between them,
+// not once each (a row at or below the stored count changes nothing:
+// entries of a G-Counter only grow).
 func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	p, err := l.global.cfg.Store.Pull(ctx, l.cfg.Region, g.cursor, now, regionsActiveFor*l.global.cfg.Interval.Milliseconds())
@@ -236,6 +272,9 @@ func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
 		c := l.globalCell(imp.Cell)
 		c.raiseImported(imp.Others)
 		c.floor(imp.Own)
+		if imp.Own > g.published[imp.Cell] {
+			g.published[imp.Cell] = imp.Own
+		}
 	}
 	st.Pulled = len(p.Cells)
 }

@@ -441,3 +441,76 @@ type everyDenial struct{ global.Store }
 func (s everyDenial) Denials(ctx context.Context, _ string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
 	return s.Store.Denials(ctx, "", cursor, now)
 }
+
+// TestRegionPublishesEachCountOnce runs two nodes of region "a" on one
+// regional origin and a node of region "b", all on one global store. Both
+// a-nodes hold the same regional count of a cell; the node whose round
+// comes second reads the other's row back in its pull and does not write
+// the same count again. Each new count of the region is written once,
+// whichever node saw it, and region b imports the region's count.
+func TestRegionPublishesEachCountOnce(t *testing.T) {
+	const limit, d = 100, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(4000*d.Milliseconds() + 1000)
+	shared := memory.New(clock.now)
+	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
+	node := func(region string, o origin.Origin) drivenNode {
+		l, h := newDriven(t, sluice.Config{Region: region, Global: &sluice.GlobalConfig{Store: store}, Origin: o, Clock: clock.now}, drive.Options{
+			GlobalTicks: make(chan time.Time), // never fires: the test syncs
+			ReplayTicks: make(chan time.Time), // likewise: the test flushes
+		})
+		return drivenNode{l, h}
+	}
+	a1, a2, b := node("a", shared), node("a", shared), node("b", nil)
+	ctx := context.Background()
+	nodes := []drivenNode{a1, a2, b}
+	syncAll(t, nodes) // every region announces itself
+	spend := func(n drivenNode, cost int64) {
+		t.Helper()
+		if res, _ := n.Ratelimit(ctx, req("shared", limit, cost, d, time.Time{})); !res.Success {
+			t.Fatalf("denied %d (current %d)", cost, res.Current)
+		}
+		n.Flush() // the origin holds it
+	}
+	for _, step := range []struct {
+		name    string
+		act     func()
+		rows    int   // region a's rows written so far
+		importB int64 // what region b sees
+	}{
+		{"a1 spends 60, a2 reads the same 60", func() { spend(a1, 60); spend(a2, 0) }, 1, 60},
+		{"a2 spends 10 more", func() { spend(a2, 10) }, 2, 70},
+		{"nothing changes", func() {}, 2, 70},
+		{"a1 reads the 70 a2 published", func() { spend(a1, 0) }, 2, 70},
+	} {
+		step.act()
+		clock.advance(time.Second)
+		syncAll(t, nodes)
+		if got := store.of("a"); got != step.rows {
+			t.Fatalf("%s: region a wrote %d rows, want %d", step.name, got, step.rows)
+		}
+		if res, _ := b.Ratelimit(ctx, req("shared", limit, 0, d, time.Time{})); res.Current != step.importB {
+			t.Fatalf("%s: region b sees %d, want %d", step.name, res.Current, step.importB)
+		}
+	}
+}
+
+// rowsByRegion counts the count rows published per region.
+type rowsByRegion struct {
+	global.Store
+	mu   sync.Mutex
+	rows map[string]int
+}
+
+func (s *rowsByRegion) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	s.mu.Lock()
+	s.rows[region] += len(counts)
+	s.mu.Unlock()
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+func (s *rowsByRegion) of(region string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rows[region]
+}
