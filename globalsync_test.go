@@ -514,3 +514,74 @@ func (s *rowsByRegion) of(region string) int {
 	defer s.mu.Unlock()
 	return s.rows[region]
 }
+
+// TestIdleRegionAnnouncesEveryThreeIntervals runs two regions without
+// traffic, a round per interval, for twelve intervals: each writes to the
+// store (a publish or an announce) in every third round only, and each
+// counts both regions present in every round, the first excepted, where
+// the other region has not announced itself yet.
+func TestIdleRegionAnnouncesEveryThreeIntervals(t *testing.T) {
+	const interval = time.Second
+	clock := &virtualClock{}
+	clock.set(1_000_000)
+	store := &writesByRegion{Store: globalmemory.New(), writes: map[string]int{}}
+	var nodes []drivenNode
+	var regions []*regionsSeen
+	for i := range 2 {
+		seen := &regionsSeen{}
+		l, h := newDriven(t, sluice.Config{Region: fmt.Sprintf("region-%d", i), Global: &sluice.GlobalConfig{Store: store, Interval: interval}, Clock: clock.now, Observer: seen},
+			drive.Options{GlobalTicks: make(chan time.Time)})
+		nodes, regions = append(nodes, drivenNode{l, h}), append(regions, seen)
+	}
+	for round := range 12 {
+		syncAll(t, nodes)
+		for i, seen := range regions {
+			if seen.last != 2 && (round > 0 || i == 1) {
+				t.Fatalf("round %d: region %d counts %d regions, want 2", round, i, seen.last)
+			}
+		}
+		clock.advance(interval)
+	}
+	for _, r := range []string{"region-0", "region-1"} {
+		if got := store.of(r); got != 4 {
+			t.Errorf("%s wrote to the store in %d of 12 idle rounds, want 4 (one in three)", r, got)
+		}
+	}
+}
+
+// regionsSeen keeps the regions present at the last global round.
+type regionsSeen struct {
+	ignoring
+	last int
+}
+
+func (o *regionsSeen) GlobalRound(st sluice.GlobalStats) { o.last = st.Regions }
+
+// writesByRegion counts the publishes and announces per region.
+type writesByRegion struct {
+	global.Store
+	mu     sync.Mutex
+	writes map[string]int
+}
+
+func (s *writesByRegion) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	s.count(region)
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+func (s *writesByRegion) Announce(ctx context.Context, region string, now int64) error {
+	s.count(region)
+	return s.Store.Announce(ctx, region, now)
+}
+
+func (s *writesByRegion) count(region string) {
+	s.mu.Lock()
+	s.writes[region]++
+	s.mu.Unlock()
+}
+
+func (s *writesByRegion) of(region string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes[region]
+}
