@@ -146,7 +146,7 @@ type globalCounts struct {
 	calls, failed, published, denials atomic.Int64
 	// rows and statements are what the MySQL store would write and run:
 	// the statements of each call (global/mysql: a pull or a read of
-	// denials 2, an announce 1, a cleanup 4) and one per chunk of
+	// denials 1, an announce 1, a cleanup 4) and one per chunk of
 	// mysqlChunkRows rows written (publishing also announces the region).
 	rows, statements atomic.Int64
 }
@@ -248,7 +248,7 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 	if f.call(ctx) {
 		return global.Pull{}, global.ErrUnavailable
 	}
-	f.n.wrote(0, 2) // the region clock and count, then the cells
+	f.n.wrote(0, 1) // the cells, the clock and the regions in one statement
 	return f.Store.Pull(ctx, region, cursor, now, activeFor)
 }
 
@@ -268,7 +268,7 @@ func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global
 	if f.call(ctx) {
 		return nil, cursor, global.ErrUnavailable
 	}
-	f.n.wrote(0, 2) // the clock, then the rows
+	f.n.wrote(0, 1) // the rows and the clock in one statement
 	return f.Store.Denials(ctx, region, cursor, now)
 }
 

@@ -132,30 +132,28 @@ func (s *Store) announce(ctx context.Context, t *tally, region string, now int64
 	return err
 }
 
-// Pull implements [global.Store]. It reads the database clock and the number
-// of other recent regions first, then every cell with a row changed after
-// the cursor and still active at now, summed per cell into Others and Own.
-// The cursor it returns is the clock it read minus Config.CursorOverlap, so
-// cells changed within the overlap are reported again by the next Pull.
+// Pull implements [global.Store]. In one statement it reads every cell
+// with a row changed after the cursor and still active at now, summed per
+// cell into Others and Own, the number of other recent regions, and the
+// database clock at the statement's start. The cursor it returns is that
+// clock minus Config.CursorOverlap, so cells changed within the overlap
+// are reported again by the next Pull.
 func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, err
 	}
 	var p global.Pull
 	err := s.do(ctx, OpPull, func(ctx context.Context, t *tally) error {
-		var clock int64
 		t.statements++
-		if err := s.db.QueryRowContext(ctx, s.q.clockRegions, now-activeFor, []byte(region)).Scan(&clock, &p.Regions); err != nil {
-			return err
-		}
-		p.Regions++ // this region
-		p.Next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
-		t.statements++
-		rows, err := s.db.QueryContext(ctx, s.q.pull, []byte(region), []byte(region), cursorTime(int64(cursor)), now)
+		rows, err := s.db.QueryContext(ctx, s.q.pull, []byte(region), []byte(region), cursorTime(int64(cursor)), now,
+			now-activeFor, []byte(region))
 		if err != nil {
 			return err
 		}
-		p.Cells, err = scanImported(rows)
+		var clock int64
+		p.Cells, clock, p.Regions, err = scanImported(rows)
+		p.Regions++ // this region
+		p.Next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
 		t.rows = len(p.Cells)
 		return err
 	})
@@ -165,18 +163,29 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	return p, nil
 }
 
-func scanImported(rows *sql.Rows) ([]global.Imported, error) {
+// scanImported reads the rows of a pull: the cells, then the row that
+// holds only the clock and the number of other regions (in whatever order
+// the server returns them).
+func scanImported(rows *sql.Rows) (cells []global.Imported, clock int64, regions int, err error) {
 	defer rows.Close()
-	var out []global.Imported
+	meta := false
 	for rows.Next() {
 		var ws, ns, id []byte
-		var dur, seq int64
-		var imp global.Imported
-		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &imp.Others, &imp.Own); err != nil {
-			return nil, err
+		var dur, seq, others, own, clk, regs sql.NullInt64
+		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &others, &own, &clk, &regs); err != nil {
+			return nil, 0, 0, err
 		}
-		imp.Cell = cellOf(ws, ns, id, dur, seq)
-		out = append(out, imp)
+		if clk.Valid {
+			clock, regions, meta = clk.Int64, int(regs.Int64), true
+			continue
+		}
+		cells = append(cells, global.Imported{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Others: others.Int64, Own: own.Int64})
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, err
+	}
+	if !meta {
+		return nil, 0, 0, errNoClock
+	}
+	return cells, clock, regions, nil
 }

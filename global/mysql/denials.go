@@ -66,10 +66,10 @@ func denialRows(denials []global.Denial) ([]denialRow, skips) {
 	return slices.CompactFunc(rows, func(a, b denialRow) bool { return a.key == b.key }), skipped
 }
 
-// Denials implements [global.Store]. Like Pull, it reads the database clock
-// first, then the rows of other regions created after the cursor that are
-// still active at now; the cursor it returns is the clock minus
-// Config.CursorOverlap.
+// Denials implements [global.Store]. Like Pull, in one statement it reads
+// the rows of other regions created after the cursor that are still active
+// at now, and the database clock at the statement's start; the cursor it
+// returns is the clock minus Config.CursorOverlap.
 func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
 	if err := checkRegion(region); err != nil {
 		return nil, cursor, err
@@ -77,17 +77,13 @@ func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor
 	var out []global.Denial
 	next := cursor
 	err := s.do(ctx, OpDenials, func(ctx context.Context, t *tally) error {
-		var clock int64
-		t.statements++
-		if err := s.db.QueryRowContext(ctx, s.q.clock).Scan(&clock); err != nil {
-			return err
-		}
 		t.statements++
 		rows, err := s.db.QueryContext(ctx, s.q.readDenials, cursorTime(int64(cursor)), now, []byte(region))
 		if err != nil {
 			return err
 		}
-		out, err = scanDenials(rows)
+		var clock int64
+		out, clock, err = scanDenials(rows)
 		t.rows = len(out)
 		next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
 		return err
@@ -98,19 +94,29 @@ func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor
 	return out, next, nil
 }
 
-func scanDenials(rows *sql.Rows) ([]global.Denial, error) {
+// scanDenials reads the rows of a denial read: the denials, then the row
+// that holds only the clock (in whatever order the server returns them).
+func scanDenials(rows *sql.Rows) (out []global.Denial, clock int64, err error) {
 	defer rows.Close()
-	var out []global.Denial
+	meta := false
 	for rows.Next() {
 		var ws, ns, id, region []byte
-		var dur, seq int64
-		var d global.Denial
-		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &d.Limit, &d.Usage, &region, &d.ExpiresAt); err != nil {
-			return nil, err
+		var dur, seq, limit, usage, expires, clk sql.NullInt64
+		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &limit, &usage, &region, &expires, &clk); err != nil {
+			return nil, 0, err
 		}
-		d.Cell = cellOf(ws, ns, id, dur, seq)
-		d.Region = string(region)
-		out = append(out, d)
+		if clk.Valid {
+			clock, meta = clk.Int64, true
+			continue
+		}
+		out = append(out, global.Denial{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Limit: limit.Int64, Usage: usage.Int64,
+			Region: string(region), ExpiresAt: expires.Int64})
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if !meta {
+		return nil, 0, errNoClock
+	}
+	return out, clock, nil
 }

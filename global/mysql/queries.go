@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"errors"
 	"strings"
 	"time"
 )
@@ -9,9 +10,13 @@ import (
 // computed from UTC_TIMESTAMP so that no time zone takes part.
 const clockExpr = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 
+// errNoClock reports a read whose answer lacks the row that carries the
+// database clock, which every read's statement returns.
+var errNoClock = errors.New("global/mysql: the read returned no clock row")
+
 // queries holds the store's statements with the table prefix applied.
 type queries struct {
-	clock, clockRegions, announce string
+	clock, announce               string
 	counts, denials               batchInsert
 	pull, readDenials             string
 	deleteCounters, deleteDenials string
@@ -42,8 +47,6 @@ func newQueries(prefix string) queries {
 	r := strings.NewReplacer("{p}", prefix)
 	return queries{
 		clock: "SELECT " + clockExpr,
-		clockRegions: r.Replace("SELECT " + clockExpr +
-			", (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?)"),
 		announce: r.Replace("INSERT INTO {p}regions (region, last_seen) VALUES (?, ?) " +
 			"ON DUPLICATE KEY UPDATE last_seen = GREATEST(last_seen, VALUES(last_seen))"),
 		// ON DUPLICATE KEY UPDATE assigns left to right, and a later
@@ -64,13 +67,21 @@ func newQueries(prefix string) queries {
 			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
 			tail: " ON DUPLICATE KEY UPDATE seq = seq",
 		},
+		// A read and the clock that its cursor comes from are one
+		// statement: the changed rows, then one row of NULLs but for the
+		// clock (UTC_TIMESTAMP is the statement's start, so no row this
+		// statement misses has a later changed_at than it) and, for a
+		// pull, the number of other recent regions.
 		pull: r.Replace(`SELECT MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
-  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0))
+  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, NULL
 FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_at > ? AND expires_at > ?) AS ch
 JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
-GROUP BY c.id_hash, c.duration_ms, c.seq`),
-		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at " +
-			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ?"),
+GROUP BY c.id_hash, c.duration_ms, c.seq
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, ` + clockExpr + `, (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?)`),
+		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at, NULL " +
+			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ? " +
+			"UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, " + clockExpr),
 		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
 	}
