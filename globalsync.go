@@ -125,8 +125,9 @@ func jitter(d time.Duration) time.Duration {
 
 // syncGlobal runs one round of the global layer now: it writes queued
 // denials, pulls the other regions' counts, publishes this region's counts,
-// applies new denial rows, and every CleanupEvery rounds deletes expired
-// rows. The background loop calls it every interval; tests and simulations
+// applies new denial rows (read with the pull when the store implements
+// global.PullerWithDenials and both mechanisms run: one read, not two),
+// and every CleanupEvery rounds deletes expired rows. The background loop calls it every interval; tests and simulations
 // call it through drive.Handle. It returns the first error of the round
 // (the round goes on after an error); without a global layer it does
 // nothing.
@@ -142,8 +143,13 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
 	l.flushDenials(ctx, now, &st)
+	both, _ := l.global.cfg.Store.(global.PullerWithDenials)
+	if l.global.cfg.DisableCounters || l.global.cfg.DisableDenials {
+		both = nil // one read of the two is enough
+	}
+	var denials []global.Denial // read with the pull, applied after the publish
 	if !l.global.cfg.DisableCounters {
-		l.pull(ctx, now, &st) // first: the rule needs the regions present and the imports
+		denials = l.pull(ctx, both, now, &st) // first: the rule needs the regions present and the imports
 		l.publish(ctx, now, &st)
 	} else if now >= l.global.announceAt {
 		if err := l.global.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
@@ -152,7 +158,9 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 			l.global.announced(now)
 		}
 	}
-	if !l.global.cfg.DisableDenials {
+	if both != nil {
+		l.applyDenials(denials, &st)
+	} else if !l.global.cfg.DisableDenials {
 		l.syncDenials(ctx, now, &st)
 	}
 	l.global.rounds++
@@ -260,14 +268,26 @@ func expiresAt(k origin.Cell) int64 {
 // a region that see the same regional count write it once between them,
 // not once each (a row at or below the stored count changes nothing:
 // entries of a G-Counter only grow).
-func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
+//
+// With both set, the denial rows are read in the same call and returned,
+// for the caller to apply after it has published (as syncDenials would).
+func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now int64, st *GlobalStats) []global.Denial {
 	g := &l.global
-	p, err := l.global.cfg.Store.Pull(ctx, l.cfg.Region, g.cursor, now, regionsActiveFor*l.global.cfg.Interval.Milliseconds())
+	activeFor := regionsActiveFor * l.global.cfg.Interval.Milliseconds()
+	var p global.Pull
+	var denials []global.Denial
+	denialCursor := g.denialCursor
+	var err error
+	if both != nil {
+		p, denials, denialCursor, err = both.PullWithDenials(ctx, l.cfg.Region, g.cursor, g.denialCursor, now, activeFor)
+	} else {
+		p, err = l.global.cfg.Store.Pull(ctx, l.cfg.Region, g.cursor, now, activeFor)
+	}
 	if err != nil {
 		st.fail(err)
-		return
+		return nil
 	}
-	g.cursor, g.regions = p.Next, max(p.Regions, 1)
+	g.cursor, g.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
 	for _, imp := range p.Cells {
 		c := l.globalCell(imp.Cell)
 		c.raiseImported(imp.Others)
@@ -277,6 +297,7 @@ func (l *Limiter) pull(ctx context.Context, now int64, st *GlobalStats) {
 		}
 	}
 	st.Pulled = len(p.Cells)
+	return denials
 }
 
 // globalCell returns cell k, created if needed for what the global layer
@@ -384,6 +405,11 @@ func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
 		return
 	}
 	g.denialCursor = next
+	l.applyDenials(ds, st)
+}
+
+// applyDenials applies denial rows read from the store (see syncDenials).
+func (l *Limiter) applyDenials(ds []global.Denial, st *GlobalStats) {
 	for _, d := range ds {
 		if d.Region == l.cfg.Region {
 			continue

@@ -126,13 +126,13 @@ func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
 // mysqlTally is what MariaDB's status counters say it ran and wrote.
 type mysqlTally struct{ statements, rows float64 }
 
-// mysqlCounters reads the statements (INSERT, SELECT, UPDATE, DELETE) the
+// mysqlCounters reads the statements (INSERT, SELECT, UPDATE, DELETE, DO) the
 // server ran and the rows its storage engines wrote or updated
 // (Handler_write, Handler_update), server-wide.
 func mysqlCounters(t *testing.T, db *sql.DB) mysqlTally {
 	t.Helper()
 	rows, err := db.QueryContext(context.Background(), "SHOW GLOBAL STATUS WHERE Variable_name IN "+
-		"('Com_insert', 'Com_select', 'Com_update', 'Com_delete', 'Handler_write', 'Handler_update')")
+		"('Com_insert', 'Com_select', 'Com_update', 'Com_delete', 'Com_do', 'Handler_write', 'Handler_update')")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,3 +132,15 @@ type Store interface {
 	// Close releases the store. It is idempotent.
 	Close() error
 }
+
+// PullerWithDenials is implemented by a Store that reads what Pull and
+// Denials read in one call (global/mysql: in one statement). A limiter that
+// runs both mechanisms on such a store makes one read per round instead of
+// two.
+type PullerWithDenials interface {
+	// PullWithDenials returns what Pull(ctx, region, cursor, now,
+	// activeFor) and Denials(ctx, region, denialCursor, now) would return,
+	// read at once: the pull, the denials, and the cursor for the next read
+	// of denials. It fails as a whole.
+	PullWithDenials(ctx context.Context, region string, cursor, denialCursor Cursor, now, activeFor int64) (Pull, []Denial, Cursor, error)
+}

@@ -160,7 +160,8 @@ func (g *globalCounts) wrote(rows, extra int) {
 	g.statements.Add(int64(extra + (rows+mysqlChunkRows-1)/mysqlChunkRows))
 }
 
-// faultyGlobal is a global store that counts calls and rows written,
+// faultyGlobal is a global store (over a global/memory store, which also
+// reads pulls and denials at once) that counts calls and rows written,
 // fails every call with global.ErrUnavailable during its outages, and may
 // hold its writes back for a latency before they become visible.
 type faultyGlobal struct {
@@ -250,6 +251,16 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 	}
 	f.n.wrote(0, 1) // the cells, the clock and the regions in one statement
 	return f.Store.Pull(ctx, region, cursor, now, activeFor)
+}
+
+// PullWithDenials implements [global.PullerWithDenials], as the MySQL
+// store does: one call, one statement.
+func (f *faultyGlobal) PullWithDenials(ctx context.Context, region string, cursor, denialCursor global.Cursor, now, activeFor int64) (global.Pull, []global.Denial, global.Cursor, error) {
+	if f.call(ctx) {
+		return global.Pull{}, nil, denialCursor, global.ErrUnavailable
+	}
+	f.n.wrote(0, 1) // the cells, the denials, the clock and the regions in one statement
+	return f.Store.(global.PullerWithDenials).PullWithDenials(ctx, region, cursor, denialCursor, now, activeFor)
 }
 
 // EmitDenials implements [global.Store].

@@ -69,6 +69,38 @@ func Run(t *testing.T, open Open) {
 			tc.fn(t, s)
 		})
 	}
+	for _, tc := range tests {
+		t.Run("PullWithDenials/"+tc.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() { _ = s.Close() })
+			both, ok := s.(global.PullerWithDenials)
+			if !ok {
+				t.Skip("the store does not implement global.PullerWithDenials")
+			}
+			tc.fn(t, throughBoth{s, both})
+		})
+	}
+}
+
+// throughBoth is a Store whose Pull and Denials are each the half of a
+// PullWithDenials, so that every test of the suite checks that each half
+// of the combined read answers as the call it stands for.
+type throughBoth struct {
+	global.Store
+	both global.PullerWithDenials
+}
+
+func (s throughBoth) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
+	p, _, _, err := s.both.PullWithDenials(ctx, region, cursor, 0, now, activeFor)
+	return p, err
+}
+
+func (s throughBoth) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
+	_, ds, next, err := s.both.PullWithDenials(ctx, region, 0, cursor, now, 0)
+	if err != nil {
+		return nil, cursor, err
+	}
+	return ds, next, nil
 }
 
 // cell returns a cell of a one-minute counter named id in the suite's

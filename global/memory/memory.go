@@ -91,6 +91,23 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.pull(region, cursor, now, activeFor), nil
+}
+
+// PullWithDenials implements [global.PullerWithDenials]: Pull and Denials
+// under one lock.
+func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, denialCursor global.Cursor, now, activeFor int64) (global.Pull, []global.Denial, global.Cursor, error) {
+	if err := ctx.Err(); err != nil {
+		return global.Pull{}, nil, denialCursor, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ds, next := s.readDenials(region, denialCursor, now)
+	return s.pull(region, cursor, now, activeFor), ds, next, nil
+}
+
+// pull is Pull with s.mu held.
+func (s *Store) pull(region string, cursor global.Cursor, now, activeFor int64) global.Pull {
 	p := global.Pull{Next: global.Cursor(s.version)}
 	for cell, rows := range s.counts {
 		changed, active := false, false
@@ -116,7 +133,7 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	if _, ok := s.regions[region]; !ok {
 		p.Regions++
 	}
-	return p, nil
+	return p
 }
 
 // EmitDenials implements [global.Store].
@@ -143,13 +160,19 @@ func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ds, next := s.readDenials(region, cursor, now)
+	return ds, next, nil
+}
+
+// readDenials is Denials with s.mu held.
+func (s *Store) readDenials(region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor) {
 	var out []global.Denial
 	for _, d := range s.denials {
 		if d.version > int64(cursor) && d.ExpiresAt > now && d.Region != region {
 			out = append(out, d.Denial)
 		}
 	}
-	return out, global.Cursor(s.version), nil
+	return out, global.Cursor(s.version)
 }
 
 // Cleanup implements [global.Store]: it deletes every expired row at once.

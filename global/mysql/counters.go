@@ -142,50 +142,34 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, err
 	}
-	var p global.Pull
+	var r read
 	err := s.do(ctx, OpPull, func(ctx context.Context, t *tally) error {
-		t.statements++
-		rows, err := s.db.QueryContext(ctx, s.q.pull, []byte(region), []byte(region), cursorTime(int64(cursor)), now,
-			now-activeFor, []byte(region))
-		if err != nil {
-			return err
-		}
-		var clock int64
-		p.Cells, clock, p.Regions, err = scanImported(rows)
-		p.Regions++ // this region
-		p.Next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
-		t.rows = len(p.Cells)
-		return err
+		return r.run(ctx, t, s.db, s.q.pull,
+			[]byte(region), []byte(region), cursorTime(int64(cursor)), now, // the cells
+			now-activeFor, []byte(region)) // the clock and the regions
 	})
 	if err != nil {
 		return global.Pull{}, err
 	}
-	return p, nil
+	return r.pull(s.cfg.CursorOverlap), nil
 }
 
-// scanImported reads the rows of a pull: the cells, then the row that
-// holds only the clock and the number of other regions (in whatever order
-// the server returns them).
-func scanImported(rows *sql.Rows) (cells []global.Imported, clock int64, regions int, err error) {
-	defer rows.Close()
-	meta := false
-	for rows.Next() {
-		var ws, ns, id []byte
-		var dur, seq, others, own, clk, regs sql.NullInt64
-		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &others, &own, &clk, &regs); err != nil {
-			return nil, 0, 0, err
-		}
-		if clk.Valid {
-			clock, regions, meta = clk.Int64, int(regs.Int64), true
-			continue
-		}
-		cells = append(cells, global.Imported{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Others: others.Int64, Own: own.Int64})
+// PullWithDenials implements [global.PullerWithDenials]: Pull and Denials
+// in one statement, whose clock gives both cursors.
+func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, denialCursor global.Cursor, now, activeFor int64) (global.Pull, []global.Denial, global.Cursor, error) {
+	if err := checkRegion(region); err != nil {
+		return global.Pull{}, nil, denialCursor, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, 0, err
+	var r read
+	err := s.do(ctx, OpPullWithDenials, func(ctx context.Context, t *tally) error {
+		return r.run(ctx, t, s.db, s.q.both,
+			[]byte(region), []byte(region), cursorTime(int64(cursor)), now, // the cells
+			cursorTime(int64(denialCursor)), now, []byte(region), // the denials
+			now-activeFor, []byte(region)) // the clock and the regions
+	})
+	if err != nil {
+		return global.Pull{}, nil, denialCursor, err
 	}
-	if !meta {
-		return nil, 0, 0, errNoClock
-	}
-	return cells, clock, regions, nil
+	p := r.pull(s.cfg.CursorOverlap)
+	return p, r.denials, p.Next, nil
 }

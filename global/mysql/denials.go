@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -74,49 +73,12 @@ func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor
 	if err := checkRegion(region); err != nil {
 		return nil, cursor, err
 	}
-	var out []global.Denial
-	next := cursor
+	var r read
 	err := s.do(ctx, OpDenials, func(ctx context.Context, t *tally) error {
-		t.statements++
-		rows, err := s.db.QueryContext(ctx, s.q.readDenials, cursorTime(int64(cursor)), now, []byte(region))
-		if err != nil {
-			return err
-		}
-		var clock int64
-		out, clock, err = scanDenials(rows)
-		t.rows = len(out)
-		next = global.Cursor(max(clock-s.cfg.CursorOverlap.Microseconds(), 0))
-		return err
+		return r.run(ctx, t, s.db, s.q.readDenials, cursorTime(int64(cursor)), now, []byte(region))
 	})
 	if err != nil {
 		return nil, cursor, err
 	}
-	return out, next, nil
-}
-
-// scanDenials reads the rows of a denial read: the denials, then the row
-// that holds only the clock (in whatever order the server returns them).
-func scanDenials(rows *sql.Rows) (out []global.Denial, clock int64, err error) {
-	defer rows.Close()
-	meta := false
-	for rows.Next() {
-		var ws, ns, id, region []byte
-		var dur, seq, limit, usage, expires, clk sql.NullInt64
-		if err := rows.Scan(&ws, &ns, &id, &dur, &seq, &limit, &usage, &region, &expires, &clk); err != nil {
-			return nil, 0, err
-		}
-		if clk.Valid {
-			clock, meta = clk.Int64, true
-			continue
-		}
-		out = append(out, global.Denial{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Limit: limit.Int64, Usage: usage.Int64,
-			Region: string(region), ExpiresAt: expires.Int64})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-	if !meta {
-		return nil, 0, errNoClock
-	}
-	return out, clock, nil
+	return r.denials, r.next(s.cfg.CursorOverlap), nil
 }

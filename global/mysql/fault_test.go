@@ -47,6 +47,10 @@ func faultCalls(s *Store) map[Op]func(context.Context) error {
 			return s.EmitDenials(ctx, []global.Denial{{Cell: c, Limit: 1, ExpiresAt: now + 60_000}})
 		},
 		OpDenials: func(ctx context.Context) error { _, _, err := s.Denials(ctx, "b", 0, now); return err },
+		OpPullWithDenials: func(ctx context.Context) error {
+			_, _, _, err := s.PullWithDenials(ctx, "b", 0, 0, now, 1000)
+			return err
+		},
 		OpCleanup: func(ctx context.Context) error { _, err := s.Cleanup(ctx, 0, 10); return err },
 	}
 }

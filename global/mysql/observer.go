@@ -9,14 +9,16 @@ import (
 // Op names a call of the store, for metrics labels.
 type Op string
 
-// The operations an [Observer] sees, one per [global.Store] method.
+// The operations an [Observer] sees, one per method of [global.Store] and
+// [global.PullerWithDenials].
 const (
-	OpPublish     Op = "publish"
-	OpAnnounce    Op = "announce"
-	OpPull        Op = "pull"
-	OpEmitDenials Op = "emit_denials"
-	OpDenials     Op = "denials"
-	OpCleanup     Op = "cleanup"
+	OpPublish         Op = "publish"
+	OpAnnounce        Op = "announce"
+	OpPull            Op = "pull"
+	OpEmitDenials     Op = "emit_denials"
+	OpDenials         Op = "denials"
+	OpPullWithDenials Op = "pull_with_denials"
+	OpCleanup         Op = "cleanup"
 )
 
 // Outcome classifies how a call ended, for metrics labels.

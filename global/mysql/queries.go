@@ -14,11 +14,44 @@ const clockExpr = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTA
 // database clock, which every read's statement returns.
 var errNoClock = errors.New("global/mysql: the read returned no clock row")
 
+// The reads (a pull, a read of denials, or both at once) are one statement
+// each, a UNION ALL of parts whose rows share one shape, told apart by
+// their first column (a rowKind): workspace, namespace, identifier,
+// duration_ms, seq, a, b, region, expires_at, where a and b are Others and
+// Own for a cell, the limit and the usage for a denial, and the clock and
+// the number of other recent regions for the one clock row. The clock is
+// UTC_TIMESTAMP of the statement, the time it started, so no row the
+// statement misses has a later changed_at or created_at than the clock.
+const (
+	// readCells takes region, region, cursor, now.
+	readCells = `SELECT 1, MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
+  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, NULL
+FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_at > ? AND expires_at > ?) AS ch
+JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
+GROUP BY c.id_hash, c.duration_ms, c.seq`
+	// readDenialRows takes cursor, now, region.
+	readDenialRows = `SELECT 2, workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at
+FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ?`
+	// readClockRegions takes now - activeFor, region.
+	readClockRegions = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + clockExpr +
+		`, (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?), NULL, NULL`
+	readClock = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + clockExpr + `, 0, NULL, NULL`
+)
+
+// rowKind tells the parts of a read apart.
+type rowKind int
+
+const (
+	kindCell rowKind = iota + 1
+	kindDenial
+	kindClock
+)
+
 // queries holds the store's statements with the table prefix applied.
 type queries struct {
 	clock, announce               string
 	counts, denials               batchInsert
-	pull, readDenials             string
+	pull, readDenials, both       string
 	deleteCounters, deleteDenials string
 }
 
@@ -67,21 +100,9 @@ func newQueries(prefix string) queries {
 			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
 			tail: " ON DUPLICATE KEY UPDATE seq = seq",
 		},
-		// A read and the clock that its cursor comes from are one
-		// statement: the changed rows, then one row of NULLs but for the
-		// clock (UTC_TIMESTAMP is the statement's start, so no row this
-		// statement misses has a later changed_at than it) and, for a
-		// pull, the number of other recent regions.
-		pull: r.Replace(`SELECT MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
-  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, NULL
-FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_at > ? AND expires_at > ?) AS ch
-JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
-GROUP BY c.id_hash, c.duration_ms, c.seq
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, ` + clockExpr + `, (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?)`),
-		readDenials: r.Replace("SELECT workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at, NULL " +
-			"FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ? " +
-			"UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, " + clockExpr),
+		pull:           r.Replace(readCells + " UNION ALL " + readClockRegions),
+		readDenials:    r.Replace(readDenialRows + " UNION ALL " + readClock),
+		both:           r.Replace(readCells + " UNION ALL " + readDenialRows + " UNION ALL " + readClockRegions),
 		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
 	}
