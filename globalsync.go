@@ -25,7 +25,7 @@ const denialQueue = 4096
 const cleanupBatch = 1000
 
 // regionsActiveFor is how long a region counts as present after it last
-// announced itself, in rounds.
+// announced itself, in global intervals.
 const regionsActiveFor = 6
 
 // announceEvery is how often, in intervals of the limiter's clock, a node
@@ -127,8 +127,9 @@ func jitter(d time.Duration) time.Duration {
 // denials, pulls the other regions' counts, publishes this region's counts,
 // applies new denial rows (read with the pull when the store implements
 // global.PullerWithDenials and both mechanisms run: one read, not two),
-// and every CleanupEvery rounds deletes expired rows. The background loop calls it every interval; tests and simulations
-// call it through drive.Handle. It returns the first error of the round
+// and every CleanupEvery rounds deletes expired rows. The background loop
+// calls it every interval; tests and simulations call it through
+// drive.Handle. It returns the first error of the round
 // (the round goes on after an error); without a global layer it does
 // nothing.
 func (l *Limiter) syncGlobal(ctx context.Context) error {

@@ -146,7 +146,7 @@ func TestInvalidCellsSkipped(t *testing.T) {
 func dbClock(t *testing.T, s *Store) int64 {
 	t.Helper()
 	var c int64
-	if err := s.db.QueryRow(s.q.clock).Scan(&c); err != nil {
+	if err := s.db.QueryRow("SELECT " + clockExpr).Scan(&c); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -49,7 +49,7 @@ const (
 
 // queries holds the store's statements with the table prefix applied.
 type queries struct {
-	clock, announce               string
+	announce                      string
 	counts, denials               batchInsert
 	pull, readDenials, both       string
 	deleteCounters, deleteDenials string
@@ -79,7 +79,6 @@ func (b batchInsert) statement(n int) string {
 func newQueries(prefix string) queries {
 	r := strings.NewReplacer("{p}", prefix)
 	return queries{
-		clock: "SELECT " + clockExpr,
 		announce: r.Replace("INSERT INTO {p}regions (region, last_seen) VALUES (?, ?) " +
 			"ON DUPLICATE KEY UPDATE last_seen = GREATEST(last_seen, VALUES(last_seen))"),
 		// ON DUPLICATE KEY UPDATE assigns left to right, and a later
