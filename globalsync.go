@@ -207,12 +207,12 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	regions := int64(max(g.regions, 1))
 	var counts []global.Count
 	for k := range g.published {
-		if !active(k, now) { // a cell the janitor evicted early is forgotten here too
+		if expired(k, now) { // a cell the janitor evicted early is forgotten here too
 			delete(g.published, k)
 		}
 	}
 	for k, c := range l.cells.m.All() {
-		if !active(k, now) {
+		if expired(k, now) {
 			continue // the janitor evicts it
 		}
 		n := c.committed()
@@ -237,12 +237,6 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		g.published[c.Cell] = c.Count
 	}
 	st.Published = len(counts)
-}
-
-// active reports whether cell k takes part in decisions at now: it is the
-// current or the previous window.
-func active(k origin.Cell, now int64) bool {
-	return k.Sequence >= now/k.Duration.Milliseconds()-1
 }
 
 // publishable reports whether a cell never published yet, with committed
