@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -193,15 +194,20 @@ func (st *GlobalStats) fail(err error) {
 // publish writes this region's committed count of every active cell that
 // changed since it was last published and passes the publication rule.
 //
-// The rule: a cell is published once its count reaches limit/(2R), R being
-// the number of regions present, or as soon as another region has published
-// it (its imported count is not zero) or another node of this region has
-// (see pull); after that, every change above what the region has stored is
-// published. Spread evenly over R regions, traffic reaches limit/(2R) per
-// region by the time the regions together have used half of the limit, so
-// every region publishes before the limit is near; traffic confined to one
-// region is published by it; a cell that stays below limit/(2R) in every
-// region writes no row at all.
+// The rule: a region publishes a cell's count once what it holds back (its
+// count above what it has stored) reaches 1/(2R) of the cell's headroom, R
+// being the number of regions present and the headroom the limit less what
+// this region knows of the window's usage (its stored count, the other
+// regions' and the previous cell's weight); see publishable. Every region
+// holds back less than 1/(2R) of the headroom it sees, so all of them
+// together hold back less than half of it: what no other region can see
+// never uses up the limit on its own. A cell far from its limit writes a row
+// only when its count has grown by a sizeable share of what is left, or
+// none at all; as the usage nears the limit the share shrinks to every
+// change. The first row of a cell no region has published comes at
+// limit/(2R), so a cell that stays below it in every region writes none.
+// Rows already stored by another node of this region are not written again
+// (see pull).
 func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	regions := int64(max(g.regions, 1))
@@ -215,12 +221,8 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		if expired(k, now) {
 			continue // the janitor evicts it
 		}
-		n := c.committed()
-		last, seen := g.published[k]
-		if n <= last {
-			continue
-		}
-		if !seen && !l.publishable(c, n, regions) {
+		n, last := c.committed(), g.published[k]
+		if n <= last || !l.publishable(k, c, n-last, last, regions, now) {
 			continue
 		}
 		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
@@ -239,15 +241,37 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	st.Published = len(counts)
 }
 
-// publishable reports whether a cell never published yet, with committed
-// count n, passes the publication rule (see publish) or, with
-// drive.Options.PublishShare set, the fixed share of its limit.
-func (l *Limiter) publishable(c *cell, n, regions int64) bool {
+// publishable reports whether cell k, whose region holds back held units
+// above the last count stored, is to be published now: once held reaches
+// 1/(2R) of the headroom (see publish), or with drive.Options.PublishShare
+// set, once the cell's count reaches that share of its limit and at every
+// change after that.
+func (l *Limiter) publishable(k origin.Cell, c *cell, held, last, regions, now int64) bool {
 	limit := c.limit.Load()
 	if share := l.drive.PublishShare; share > 0 {
-		return float64(n) >= share*float64(limit)
+		return last > 0 || float64(held) >= share*float64(limit)
 	}
-	return c.imported.Load() > 0 || n*2*regions >= limit
+	headroom := limit - l.knownUsage(k, c, last, now)
+	if headroom <= 0 {
+		return true
+	}
+	return held > (headroom-1)/(2*regions) // held*2R ≥ headroom, without overflow
+}
+
+// knownUsage is what this region knows of cell k's window at now: the count
+// it has stored (last), the other regions' and, while k is the current
+// cell, the weighted count of the cell before it.
+func (l *Limiter) knownUsage(k origin.Cell, c *cell, last, now int64) int64 {
+	known := window.Add(last, c.importedCount())
+	pos := window.At(now, k.Duration.Milliseconds())
+	if pos.Seq != k.Sequence {
+		return known
+	}
+	prev := l.cells.loadPrevious(l.cells.keyHash(&k.Key), &k)
+	if prev == nil {
+		return known
+	}
+	return window.Add(known, pos.Weighted(prev.count()))
 }
 
 // expiresAt is the end of the window after cell k's: past it, k weighs

@@ -585,3 +585,79 @@ func (s *writesByRegion) of(region string) int {
 	defer s.mu.Unlock()
 	return s.writes[region]
 }
+
+// TestPublicationFollowsHeadroom walks one counter of two regions through
+// the publication rule: the first row at limit/(2R), then a row only once a
+// region holds back 1/(2R) of the headroom it sees (the limit less its
+// stored count, the other region's and the previous cell's weight). The
+// share shrinks as the counts grow, to every change near the limit and at
+// the start of a window that follows a full one.
+func TestPublicationFollowsHeadroom(t *testing.T) {
+	const limit, d = 1000, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(5000 * d.Milliseconds())
+	store := &cellRows{Store: globalmemory.New(), max: map[string]int64{}}
+	regions := newRegions(t, 2, store, clock, sluice.GlobalConfig{DisableDenials: true}, drive.Options{})
+	syncAll(t, regions) // both announce
+	syncAll(t, regions) // both count two regions
+	ctx := context.Background()
+	for _, step := range []struct {
+		name   string
+		region int
+		cost   int64
+		after  time.Duration // the clock moves on by this before the request
+		stored [2]int64      // each region's stored count of the current cell after a round
+	}{
+		{"249 is under limit/(2R) = 250", 0, 249, 0, [2]int64{0, 0}},
+		{"250 reaches it", 0, 1, 0, [2]int64{250, 0}},
+		{"187 held back is under a quarter of the headroom, 750", 0, 187, 0, [2]int64{250, 0}},
+		{"188 reaches it", 0, 1, 0, [2]int64{438, 0}},
+		{"region 1: 140 is under a quarter of 1000-438", 1, 140, 0, [2]int64{438, 0}},
+		{"141 reaches it", 1, 1, 0, [2]int64{438, 141}},
+		{"region 1 spends 250, over a quarter of 1000-438-141", 1, 250, 0, [2]int64{438, 391}},
+		{"headroom 171: 42 held back is under a quarter", 0, 42, 0, [2]int64{438, 391}},
+		{"43 reaches it", 0, 1, 0, [2]int64{481, 391}},
+		{"region 1 spends 100, over a quarter of 128", 1, 100, 0, [2]int64{481, 491}},
+		{"headroom 28: 6 held back is under a quarter", 0, 6, 0, [2]int64{481, 491}},
+		{"7 reaches it", 0, 1, 0, [2]int64{488, 491}},
+		{"region 1 spends 19, over a quarter of 21", 1, 19, 0, [2]int64{488, 510}},
+		{"headroom 2: every change", 0, 1, 0, [2]int64{489, 510}},
+		{"the next window, the previous cell weighing 998 of 999", 0, 1, d + d/1000, [2]int64{1, 0}},
+	} {
+		clock.advance(step.after)
+		if res, _ := regions[step.region].Ratelimit(ctx, req("shared", limit, step.cost, d, time.Time{})); !res.Success {
+			t.Fatalf("%s: denied (current %d)", step.name, res.Current)
+		}
+		syncAll(t, regions)
+		seq := clock.ms.Load() / d.Milliseconds()
+		for i, want := range step.stored {
+			if got := store.of(fmt.Sprintf("region-%d", i), seq); got != want {
+				t.Fatalf("%s: region %d stored %d, want %d", step.name, i, got, want)
+			}
+		}
+	}
+}
+
+// cellRows remembers the highest count published per region and cell
+// sequence.
+type cellRows struct {
+	global.Store
+	mu  sync.Mutex
+	max map[string]int64
+}
+
+func (s *cellRows) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	s.mu.Lock()
+	for _, c := range counts {
+		k := fmt.Sprintf("%s/%d", region, c.Cell.Sequence)
+		s.max[k] = max(s.max[k], c.Count)
+	}
+	s.mu.Unlock()
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+func (s *cellRows) of(region string, seq int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max[fmt.Sprintf("%s/%d", region, seq)]
+}

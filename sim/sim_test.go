@@ -272,27 +272,28 @@ func TestNodeLossTimeline(t *testing.T) {
 	}
 }
 
-// TestGlobalLatencyDelaysDenials checks that a global store whose writes
-// take longer to show (two global intervals) makes the other regions deny
-// later, and lets more through, than one that shows them at once.
-func TestGlobalLatencyDelaysDenials(t *testing.T) {
-	s, _ := Find("two-regions-10x")
-	base, err := Run(s, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.GlobalLatency = 2 * s.GlobalInterval
-	slow, err := Run(s, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slow.DenialSpread.MedianMs <= base.DenialSpread.MedianMs {
-		t.Errorf("denial spread median %d ms with a %v latency, %d ms without: want later", slow.DenialSpread.MedianMs, s.GlobalLatency, base.DenialSpread.MedianMs)
-	}
-	if slow.OverPct <= base.OverPct {
-		t.Errorf("over-admission %v%% with a %v latency, %v%% without: want more", slow.OverPct, s.GlobalLatency, base.OverPct)
-	}
-	if slow.GlobalLatency != "2s" {
-		t.Errorf("result's global_latency %q, want 2s", slow.GlobalLatency)
+// TestGlobalLatencyLetsMoreThrough checks that a global store whose writes
+// take longer to show (two global intervals) lets the regions admit more
+// than one that shows them at once, over five seeds. (The median of the
+// denial spread is not compared: over its 40 samples it moves either way
+// from seed to seed.)
+func TestGlobalLatencyLetsMoreThrough(t *testing.T) {
+	for seed := range uint64(5) {
+		s, _ := Find("two-regions-10x")
+		base, err := Run(s, seed+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.GlobalLatency = 2 * s.GlobalInterval
+		slow, err := Run(s, seed+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slow.OverPct <= base.OverPct {
+			t.Errorf("seed %d: over-admission %v%% with a %v latency, %v%% without: want more", seed+1, slow.OverPct, s.GlobalLatency, base.OverPct)
+		}
+		if slow.GlobalLatency != "2s" {
+			t.Errorf("result's global_latency %q, want 2s", slow.GlobalLatency)
+		}
 	}
 }
