@@ -81,7 +81,9 @@ var scaleCosts = []scaleCost{
 // WriteScale writes the scale study's tables in Markdown: for each series,
 // every cost at each value, then the exponent b of each cost fitted as
 // cost ∝ value^b (least squares on logarithms, over the values where the
-// cost is not 0; "–" where fewer than two are left).
+// cost is not 0; "–" where fewer than two are left), then how well such a
+// fit extrapolates: each series' largest value predicted from a fit over
+// the others, as predicted / measured.
 // results holds each series' results, in order.
 func WriteScale(w io.Writer, series []ScaleSeries, results [][]Result) error {
 	var b bytes.Buffer
@@ -99,41 +101,63 @@ func WriteScale(w io.Writer, series []ScaleSeries, results [][]Result) error {
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("\n### Fitted exponents (cost ∝ dimension^b)\n\n| cost |")
-	for _, sr := range series {
-		fmt.Fprintf(&b, " %s |", sr.Dimension)
-	}
-	b.WriteString("\n|---|" + string(bytes.Repeat([]byte("---|"), len(series))) + "\n")
-	for _, c := range scaleCosts {
-		fmt.Fprintf(&b, "| %s |", c.name)
-		for i, sr := range series {
-			fmt.Fprintf(&b, " %s |", fitText(sr.Values, results[i], c.of))
-		}
-		b.WriteString("\n")
-	}
+	writeCostTable(&b, "Fitted exponents (cost ∝ dimension^b)", series, results, fitText)
+	writeCostTable(&b, "Extrapolation checked: the largest value of each series predicted from the others (predicted / measured)", series, results, holdOutText)
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("sim: writing the scale tables: %w", err)
 	}
 	return nil
 }
 
-// fitText is the fitted exponent of cost over xs, or "–".
-func fitText(xs []float64, rs []Result, cost func(Result) float64) string {
-	ys := make([]float64, len(rs))
-	for i, r := range rs {
-		ys[i] = cost(r)
+// writeCostTable writes a table of one figure per cost (rows) and series
+// (columns), as cell computes it from a series' values and results.
+func writeCostTable(b *bytes.Buffer, title string, series []ScaleSeries, results [][]Result, cell func([]float64, []float64) string) {
+	fmt.Fprintf(b, "\n### %s\n\n| cost |", title)
+	for _, sr := range series {
+		fmt.Fprintf(b, " %s |", sr.Dimension)
 	}
-	b, ok := fitExponent(xs, ys)
+	b.WriteString("\n|---|" + string(bytes.Repeat([]byte("---|"), len(series))) + "\n")
+	for _, c := range scaleCosts {
+		fmt.Fprintf(b, "| %s |", c.name)
+		for i, sr := range series {
+			ys := make([]float64, len(results[i]))
+			for j, r := range results[i] {
+				ys[j] = c.of(r)
+			}
+			fmt.Fprintf(b, " %s |", cell(sr.Values, ys))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// fitText is the fitted exponent of ys over xs, or "–".
+func fitText(xs, ys []float64) string {
+	_, b, ok := fitPower(xs, ys)
 	if !ok {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", b)
 }
 
-// fitExponent fits y = a·x^b by least squares on (log x, log y) over the
-// points where y is positive, and returns b; ok is false unless there are
-// two such points with distinct xs.
-func fitExponent(xs, ys []float64) (b float64, ok bool) {
+// holdOutText predicts the last point of ys from a fit over the others and
+// returns predicted / measured, or "–" when there is no fit over the others
+// or nothing was measured at the last point.
+func holdOutText(xs, ys []float64) string {
+	n := min(len(xs), len(ys))
+	if n < 3 || ys[n-1] <= 0 {
+		return "–"
+	}
+	a, b, ok := fitPower(xs[:n-1], ys[:n-1])
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a*math.Pow(xs[n-1], b)/ys[n-1])
+}
+
+// fitPower fits y = a·x^b by least squares on (log x, log y) over the
+// points where y is positive, and returns a and b; ok is false unless there
+// are two such points with distinct xs.
+func fitPower(xs, ys []float64) (a, b float64, ok bool) {
 	var px, py []float64
 	for i := range min(len(xs), len(ys)) {
 		if ys[i] > 0 && xs[i] > 0 {
@@ -142,7 +166,7 @@ func fitExponent(xs, ys []float64) (b float64, ok bool) {
 	}
 	xs, ys = px, py
 	if len(xs) < 2 {
-		return 0, false
+		return 0, 0, false
 	}
 	var mx, my float64
 	for i := range xs {
@@ -158,7 +182,8 @@ func fitExponent(xs, ys []float64) (b float64, ok bool) {
 		sxx += dx * dx
 	}
 	if sxx == 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return sxy / sxx, true
+	b = sxy / sxx
+	return math.Exp(my - b*mx), b, true
 }

@@ -7,24 +7,45 @@ import (
 	"testing"
 )
 
-func TestFitExponent(t *testing.T) {
+func TestFitPower(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		xs, ys []float64
-		want   float64
+		a, b   float64
 		ok     bool
 	}{
-		{"linear", []float64{1, 10, 100}, []float64{3, 30, 300}, 1, true},
-		{"square root", []float64{4, 16, 64}, []float64{2, 4, 8}, 0.5, true},
-		{"constant", []float64{1, 2, 4}, []float64{7, 7, 7}, 0, true},
-		{"zeros left out", []float64{1, 2, 4}, []float64{0, 2, 4}, 1, true},
-		{"one point left", []float64{1, 2}, []float64{0, 2}, 0, false},
-		{"no spread in x", []float64{3, 3}, []float64{1, 2}, 0, false},
+		{"linear", []float64{1, 10, 100}, []float64{3, 30, 300}, 3, 1, true},
+		{"square root", []float64{4, 16, 64}, []float64{2, 4, 8}, 1, 0.5, true},
+		{"constant", []float64{1, 2, 4}, []float64{7, 7, 7}, 7, 0, true},
+		{"zeros left out", []float64{1, 2, 4}, []float64{0, 2, 4}, 1, 1, true},
+		{"one point left", []float64{1, 2}, []float64{0, 2}, 0, 0, false},
+		{"no spread in x", []float64{3, 3}, []float64{1, 2}, 0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := fitExponent(tc.xs, tc.ys)
-			if ok != tc.ok || ok && math.Abs(got-tc.want) > 1e-9 {
-				t.Fatalf("fitExponent = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			a, b, ok := fitPower(tc.xs, tc.ys)
+			if ok != tc.ok || ok && (math.Abs(a-tc.a) > 1e-9 || math.Abs(b-tc.b) > 1e-9) {
+				t.Fatalf("fitPower = %v, %v, %v; want %v, %v, %v", a, b, ok, tc.a, tc.b, tc.ok)
+			}
+		})
+	}
+}
+
+func TestHoldOutText(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		xs, ys []float64
+		want   string
+	}{
+		{"on the line", []float64{1, 10, 100}, []float64{3, 30, 300}, "1.00"},
+		{"measured twice the prediction", []float64{1, 10, 100}, []float64{3, 30, 600}, "0.50"},
+		{"measured half of it", []float64{1, 10, 100}, []float64{3, 30, 150}, "2.00"},
+		{"nothing measured at the last point", []float64{1, 10, 100}, []float64{3, 30, 0}, "–"},
+		{"too few points", []float64{1, 10}, []float64{3, 30}, "–"},
+		{"no fit over the others", []float64{1, 10, 100}, []float64{0, 30, 300}, "–"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := holdOutText(tc.xs, tc.ys); got != tc.want {
+				t.Fatalf("holdOutText = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -54,7 +75,7 @@ func TestScaleStudyShape(t *testing.T) {
 	if err := WriteScale(&b, series, results); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"### identities", "### nodes", "### regions", "### load", "Fitted exponents", "Redis commands / request", "over-admission %"} {
+	for _, want := range []string{"### identities", "### nodes", "### regions", "### load", "Fitted exponents", "Extrapolation checked", "Redis commands / request", "over-admission %"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the tables lack %q", want)
 		}
