@@ -198,7 +198,8 @@ func (st *GlobalStats) fail(err error) {
 // count above what it has stored) reaches 1/(2R) of the cell's headroom, R
 // being the number of regions present and the headroom the limit less what
 // this region knows of the window's usage (its stored count, the other
-// regions' and the previous cell's weight); see publishable. Every region
+// regions' and the previous cell's weight, up to the limit); see
+// publishable. Every region
 // holds back less than 1/(2R) of the headroom it sees, so all of them
 // together hold back less than half of it: what no other region can see
 // never uses up the limit on its own. A cell far from its limit writes a row
@@ -246,32 +247,31 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 // 1/(2R) of the headroom (see publish), or with drive.Options.PublishShare
 // set, once the cell's count reaches that share of its limit and at every
 // change after that.
+//
+// The headroom is the limit less the count stored, the other regions' and,
+// while k is the current cell, the weighted count of the cell before it,
+// counted up to the limit. The previous cell is looked up only when its
+// weight can change the answer: a cell that publishes with no weight
+// publishes with any, and one held back under the most the previous cell
+// can weigh (the whole limit) is held back under any.
 func (l *Limiter) publishable(k origin.Cell, c *cell, held, last, regions, now int64) bool {
 	limit := c.limit.Load()
 	if share := l.drive.PublishShare; share > 0 {
 		return last > 0 || float64(held) >= share*float64(limit)
 	}
-	headroom := limit - l.knownUsage(k, c, last, now)
-	if headroom <= 0 {
+	reaches := func(headroom int64) bool { // held*2R ≥ headroom, without overflow
+		return headroom <= 0 || held > (headroom-1)/(2*regions)
+	}
+	headroom := limit - window.Add(last, c.importedCount())
+	if reaches(headroom) {
 		return true
 	}
-	return held > (headroom-1)/(2*regions) // held*2R ≥ headroom, without overflow
-}
-
-// knownUsage is what this region knows of cell k's window at now: the count
-// it has stored (last), the other regions' and, while k is the current
-// cell, the weighted count of the cell before it.
-func (l *Limiter) knownUsage(k origin.Cell, c *cell, last, now int64) int64 {
-	known := window.Add(last, c.importedCount())
 	pos := window.At(now, k.Duration.Milliseconds())
-	if pos.Seq != k.Sequence {
-		return known
+	if pos.Seq != k.Sequence || !reaches(headroom-pos.Weighted(limit)) {
+		return false
 	}
 	prev := l.cells.loadPrevious(l.cells.keyHash(&k.Key), &k)
-	if prev == nil {
-		return known
-	}
-	return window.Add(known, pos.Weighted(prev.count()))
+	return prev != nil && reaches(headroom-pos.Weighted(min(prev.count(), limit)))
 }
 
 // expiresAt is the end of the window after cell k's: past it, k weighs

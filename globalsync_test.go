@@ -35,7 +35,7 @@ type drivenNode struct {
 // newRegions returns one single-node limiter per region, all sharing store
 // and clock, with the global layer of g and the global loop driven by the
 // test through SyncGlobal.
-func newRegions(t *testing.T, n int, store global.Store, clock *virtualClock, g sluice.GlobalConfig, o drive.Options) []drivenNode {
+func newRegions(t testing.TB, n int, store global.Store, clock *virtualClock, g sluice.GlobalConfig, o drive.Options) []drivenNode {
 	t.Helper()
 	regions := make([]drivenNode, n)
 	for i := range regions {
