@@ -271,7 +271,7 @@ func TestNoDoubleCounting(t *testing.T) {
 }
 
 // recordingStore remembers the highest count published per region and
-// identifier.
+// identifier, and per region, identifier and cell sequence.
 type recordingStore struct {
 	global.Store
 	mu  sync.Mutex
@@ -281,17 +281,26 @@ type recordingStore struct {
 func (s *recordingStore) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
 	s.mu.Lock()
 	for _, c := range counts {
-		k := region + "/" + c.Cell.Identifier
-		s.max[k] = max(s.max[k], c.Count)
+		for _, k := range []string{region + "/" + c.Cell.Identifier, fmt.Sprintf("%s/%s/%d", region, c.Cell.Identifier, c.Cell.Sequence)} {
+			s.max[k] = max(s.max[k], c.Count)
+		}
 	}
 	s.mu.Unlock()
 	return s.Store.Publish(ctx, region, counts, now)
 }
 
+// maxOf is the highest count region published of identifier id.
 func (s *recordingStore) maxOf(region, id string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.max[region+"/"+id]
+}
+
+// cellOf is the highest count region published of identifier id's cell seq.
+func (s *recordingStore) cellOf(region, id string, seq int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max[fmt.Sprintf("%s/%s/%d", region, id, seq)]
 }
 
 // TestDenialCarriesUsage propagates a denial that came from a large request
@@ -596,7 +605,7 @@ func TestPublicationFollowsHeadroom(t *testing.T) {
 	const limit, d = 1000, 10 * time.Minute
 	clock := &virtualClock{}
 	clock.set(5000 * d.Milliseconds())
-	store := &cellRows{Store: globalmemory.New(), max: map[string]int64{}}
+	store := &recordingStore{Store: globalmemory.New(), max: map[string]int64{}}
 	regions := newRegions(t, 2, store, clock, sluice.GlobalConfig{DisableDenials: true}, drive.Options{})
 	syncAll(t, regions) // both announce
 	syncAll(t, regions) // both count two regions
@@ -631,33 +640,9 @@ func TestPublicationFollowsHeadroom(t *testing.T) {
 		syncAll(t, regions)
 		seq := clock.ms.Load() / d.Milliseconds()
 		for i, want := range step.stored {
-			if got := store.of(fmt.Sprintf("region-%d", i), seq); got != want {
+			if got := store.cellOf(fmt.Sprintf("region-%d", i), "shared", seq); got != want {
 				t.Fatalf("%s: region %d stored %d, want %d", step.name, i, got, want)
 			}
 		}
 	}
-}
-
-// cellRows remembers the highest count published per region and cell
-// sequence.
-type cellRows struct {
-	global.Store
-	mu  sync.Mutex
-	max map[string]int64
-}
-
-func (s *cellRows) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
-	s.mu.Lock()
-	for _, c := range counts {
-		k := fmt.Sprintf("%s/%d", region, c.Cell.Sequence)
-		s.max[k] = max(s.max[k], c.Count)
-	}
-	s.mu.Unlock()
-	return s.Store.Publish(ctx, region, counts, now)
-}
-
-func (s *cellRows) of(region string, seq int64) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.max[fmt.Sprintf("%s/%d", region, seq)]
 }
