@@ -199,16 +199,15 @@ func (st *GlobalStats) fail(err error) {
 // being the number of regions present and the headroom the limit less what
 // this region knows of the window's usage (its stored count, the other
 // regions' and the previous cell's weight, up to the limit); see
-// publishable. Every region
-// holds back less than 1/(2R) of the headroom it sees, so all of them
-// together hold back less than half of it: what no other region can see
-// never uses up the limit on its own. A cell far from its limit writes a row
-// only when its count has grown by a sizeable share of what is left, or
-// none at all; as the usage nears the limit the share shrinks to every
-// change. The first row of a cell no region has published comes at
-// limit/(2R), so a cell that stays below it in every region writes none.
-// Rows already stored by another node of this region are not written again
-// (see pull).
+// publishable. Every region holds back less than 1/(2R) of the headroom it
+// sees, so all of them together hold back less than half of it: what no
+// other region can see never uses up the limit on its own. A cell far from
+// its limit writes a row only when its count has grown by a sizeable share
+// of what is left, or none at all; as the usage nears the limit the share
+// shrinks to every change. The first row of a cell no region has published
+// comes at limit/(2R), so a cell that stays below it in every region writes
+// none. Rows already stored by another node of this region are not written
+// again (see pull).
 func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	regions := int64(max(g.regions, 1))
