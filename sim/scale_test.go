@@ -2,9 +2,11 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFitPower(t *testing.T) {
@@ -79,5 +81,49 @@ func TestScaleStudyShape(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the tables lack %q", want)
 		}
+	}
+}
+
+// TestScale1MIsTheTargetDeployment checks the built-in scale-1m against
+// the deployment docs/capacity.md sizes: 10 regions of 20 nodes, Zipf 1.1
+// identities at one request per second each, 60 a minute allowed, a round
+// a second, scaled down in identities (and so requests) only, within the
+// simulator's bound, found by name, outside the accuracy report, and held
+// to the over-admission target by its band.
+func TestScale1MIsTheTargetDeployment(t *testing.T) {
+	s, ok := Find("scale-1m")
+	if !ok {
+		t.Fatal(`Find("scale-1m") finds nothing`)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range Builtin() {
+		if b.Name == s.Name {
+			t.Fatal("scale-1m is in Builtin: --all and the accuracy report would run it")
+		}
+	}
+	perSecond := s.Load * float64(s.Limit) / s.Window.Seconds() * float64(s.Identifiers)
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"regions", float64(s.Regions), 10},
+		{"nodes per region", float64(s.Nodes), 20},
+		{"identities at full size", float64(s.Identifiers * scale1MFraction), 1_000_000},
+		{"requests per second at full size", perSecond * scale1MFraction, 1_000_000},
+		{"requests per second per identity", perSecond / float64(s.Identifiers), 1},
+		{"limit per minute", float64(s.Limit) * float64(time.Minute) / float64(s.Window), 60},
+		{"Zipf exponent", s.Skew, 1.1},
+		{"global interval (s)", s.GlobalInterval.Seconds(), 1},
+		{"over-admission band's top (%)", s.Band.MaxOverPct, 5},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if !strings.Contains(s.Description, fmt.Sprintf("1/%d", scale1MFraction)) {
+		t.Errorf("the description does not say how the run is scaled down: %q", s.Description)
 	}
 }

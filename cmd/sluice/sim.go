@@ -39,10 +39,11 @@ type simCmd struct {
 
 // Help is kong's long help of the command.
 func (simCmd) Help() string {
-	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed and takes well under a second. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
+	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed. A scenario of the accuracy report (--all) takes well under a second; scale-1m, a whole deployment run for its costs (docs/capacity.md), about half a minute and 0.7 GB. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
 
   sluice sim --list
   sluice sim region-10x spread-8-regions
+  sluice sim scale-1m --out capacity
   sluice sim --all --out docs/accuracy
   sluice sim my-scenario.yaml --seed 7 --json
   sluice sim --trace access.csv --regions 2 --nodes 3 --limit 100 --duration 1m
@@ -237,11 +238,17 @@ func isFile(path string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// listScenarios writes the built-in scenarios, their band and description.
+// listScenarios writes the built-in scenarios, their band and description:
+// those of --all, then the deployments run for their costs.
 func listScenarios(out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tBAND (OVER-ADMISSION)\tDESCRIPTION")
 	for _, s := range sim.Builtin() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Band, s.Description)
+	}
+	fmt.Fprintln(tw, "\t\t")
+	fmt.Fprintln(tw, "DEPLOYMENT (NOT IN --all)\tBAND (OVER-ADMISSION)\tDESCRIPTION")
+	for _, s := range sim.Deployments() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Band, s.Description)
 	}
 	if err := tw.Flush(); err != nil {

@@ -23,7 +23,7 @@ func TestSimList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, name := range []string{"one-node", "region-10x", "spread-8-regions", "origin-outage", "global-outage", "node-restart"} {
+	for _, name := range []string{"one-node", "region-10x", "spread-8-regions", "origin-outage", "global-outage", "node-restart", "scale-1m"} {
 		if !strings.Contains(out, "\n"+name+" ") {
 			t.Errorf("--list does not name %s:\n%s", name, out)
 		}
