@@ -30,8 +30,8 @@ const cleanupBatch = 1000
 const regionsActiveFor = 6
 
 // announceEvery is how often, in intervals of the limiter's clock, a node
-// with nothing to publish still announces its region (a publish announces
-// it too): half of regionsActiveFor, so that a live region never lapses.
+// announces its region, whether it publishes or not: half of
+// regionsActiveFor, so that a live region never lapses.
 const announceEvery = regionsActiveFor / 2
 
 // globalState is owned by the global loop's goroutine (or by a caller of
@@ -153,12 +153,8 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	if !l.global.cfg.DisableCounters {
 		denials = l.pull(ctx, both, now, &st) // first: the rule needs the regions present and the imports
 		l.publish(ctx, now, &st)
-	} else if now >= l.global.announceAt {
-		if err := l.global.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
-			st.fail(err)
-		} else {
-			l.global.announced(now)
-		}
+	} else {
+		l.announce(ctx, now, &st)
 	}
 	if both != nil {
 		l.applyDenials(denials, &st)
@@ -180,8 +176,20 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	return st.Err
 }
 
-// announced notes that this node announced its region at now.
-func (g *globalState) announced(now int64) {
+// announce announces this node's region to the store when it has not for
+// announceEvery intervals, publishing or not: the other regions count a
+// region present for regionsActiveFor intervals after it last announced
+// itself, so a live region never lapses, and a node pays one statement
+// every third round for it, not one a round.
+func (l *Limiter) announce(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	if now < g.announceAt {
+		return
+	}
+	if err := g.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
+		st.fail(err)
+		return
+	}
 	g.announceAt = now + announceEvery*g.cfg.Interval.Milliseconds()
 }
 
@@ -192,7 +200,8 @@ func (st *GlobalStats) fail(err error) {
 }
 
 // publish writes this region's committed count of every active cell that
-// changed since it was last published and passes the publication rule.
+// changed since it was last published and passes the publication rule,
+// then announces the region when that is due (see announce).
 //
 // The rule: a region publishes a cell's count once what it holds back (its
 // count above what it has stored) reaches 1/(2R) of the cell's headroom, R
@@ -227,14 +236,14 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		}
 		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
 	}
-	if len(counts) == 0 && now < g.announceAt {
-		return // nothing to write, and the region was announced recently
+	defer l.announce(ctx, now, st)
+	if len(counts) == 0 {
+		return
 	}
-	if err := l.global.cfg.Store.Publish(ctx, l.cfg.Region, counts, now); err != nil {
+	if err := g.cfg.Store.Publish(ctx, l.cfg.Region, counts, now); err != nil {
 		st.fail(err)
 		return
 	}
-	g.announced(now)
 	for _, c := range counts {
 		g.published[c.Cell] = c.Count
 	}

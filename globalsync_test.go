@@ -524,37 +524,59 @@ func (s *rowsByRegion) of(region string) int {
 	return s.rows[region]
 }
 
-// TestIdleRegionAnnouncesEveryThreeIntervals runs two regions without
-// traffic, a round per interval, for twelve intervals: each writes to the
-// store (a publish or an announce) in every third round only, and each
-// counts both regions present in every round, the first excepted, where
-// the other region has not announced itself yet.
-func TestIdleRegionAnnouncesEveryThreeIntervals(t *testing.T) {
-	const interval = time.Second
-	clock := &virtualClock{}
-	clock.set(1_000_000)
-	store := &writesByRegion{Store: globalmemory.New(), writes: map[string]int{}}
-	var nodes []drivenNode
-	var regions []*regionsSeen
-	for i := range 2 {
-		seen := &regionsSeen{}
-		l, h := newDriven(t, sluice.Config{Region: fmt.Sprintf("region-%d", i), Global: &sluice.GlobalConfig{Store: store, Interval: interval}, Clock: clock.now, Observer: seen},
-			drive.Options{GlobalTicks: make(chan time.Time)})
-		nodes, regions = append(nodes, drivenNode{l, h}), append(regions, seen)
+// TestRegionAnnouncesEveryThreeIntervals runs two regions, a round per
+// interval, for twelve intervals, idle or publishing a row in every round:
+// either way each announces itself in every third round only (a publish
+// does not announce), and each counts both regions present in every round,
+// the first excepted, where the other region has not announced itself yet.
+func TestRegionAnnouncesEveryThreeIntervals(t *testing.T) {
+	const interval, limit = time.Second, 100
+	tests := []struct {
+		name          string
+		perRound      int64 // requests each region admits before a round, on a fresh identifier
+		wantPublishes int
+	}{
+		{"idle", 0, 0},
+		{"publishing every round", limit / 2, 12},
 	}
-	for round := range 12 {
-		syncAll(t, nodes)
-		for i, seen := range regions {
-			if seen.last != 2 && (round > 0 || i == 1) {
-				t.Fatalf("round %d: region %d counts %d regions, want 2", round, i, seen.last)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &virtualClock{}
+			clock.set(1_000_000)
+			store := &writesByRegion{Store: globalmemory.New()}
+			var nodes []drivenNode
+			var regions []*regionsSeen
+			for i := range 2 {
+				seen := &regionsSeen{}
+				l, h := newDriven(t, sluice.Config{Region: fmt.Sprintf("region-%d", i), Global: &sluice.GlobalConfig{Store: store, Interval: interval}, Clock: clock.now, Observer: seen},
+					drive.Options{GlobalTicks: make(chan time.Time)})
+				nodes, regions = append(nodes, drivenNode{l, h}), append(regions, seen)
 			}
-		}
-		clock.advance(interval)
-	}
-	for _, r := range []string{"region-0", "region-1"} {
-		if got := store.of(r); got != 4 {
-			t.Errorf("%s wrote to the store in %d of 12 idle rounds, want 4 (one in three)", r, got)
-		}
+			for round := range 12 {
+				for _, n := range nodes {
+					if tt.perRound > 0 {
+						if res, err := n.Ratelimit(context.Background(), req(fmt.Sprint("id-", round), limit, tt.perRound, time.Hour, time.Time{})); err != nil || !res.Success {
+							t.Fatalf("round %d: %+v, %v", round, res, err)
+						}
+					}
+				}
+				syncAll(t, nodes)
+				for i, seen := range regions {
+					if seen.last != 2 && (round > 0 || i == 1) {
+						t.Fatalf("round %d: region %d counts %d regions, want 2", round, i, seen.last)
+					}
+				}
+				clock.advance(interval)
+			}
+			for _, r := range []string{"region-0", "region-1"} {
+				if got := store.of(r, "announce"); got != 4 {
+					t.Errorf("%s announced itself in %d of 12 rounds, want 4 (one in three)", r, got)
+				}
+				if got := store.of(r, "publish"); got != tt.wantPublishes {
+					t.Errorf("%s published in %d of 12 rounds, want %d", r, got, tt.wantPublishes)
+				}
+			}
+		})
 	}
 }
 
@@ -570,29 +592,32 @@ func (o *regionsSeen) GlobalRound(st sluice.GlobalStats) { o.last = st.Regions }
 type writesByRegion struct {
 	global.Store
 	mu     sync.Mutex
-	writes map[string]int
+	writes map[[2]string]int // region and "publish" or "announce"
 }
 
 func (s *writesByRegion) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
-	s.count(region)
+	s.count(region, "publish")
 	return s.Store.Publish(ctx, region, counts, now)
 }
 
 func (s *writesByRegion) Announce(ctx context.Context, region string, now int64) error {
-	s.count(region)
+	s.count(region, "announce")
 	return s.Store.Announce(ctx, region, now)
 }
 
-func (s *writesByRegion) count(region string) {
-	s.mu.Lock()
-	s.writes[region]++
-	s.mu.Unlock()
-}
-
-func (s *writesByRegion) of(region string) int {
+func (s *writesByRegion) count(region, call string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.writes[region]
+	if s.writes == nil {
+		s.writes = map[[2]string]int{}
+	}
+	s.writes[[2]string{region, call}]++
+}
+
+func (s *writesByRegion) of(region, call string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes[[2]string{region, call}]
 }
 
 // TestPublicationFollowsHeadroom walks one counter of two regions through

@@ -64,8 +64,8 @@ type Pull struct {
 	// Cells holds every active cell changed since the cursor passed in
 	// (possibly more: a cell may be reported again).
 	Cells []Imported
-	// Regions is the number of regions that published or announced
-	// themselves recently (see [Store.Announce]), this one included. It is
+	// Regions is the number of regions that announced themselves
+	// recently (see [Store.Announce]), this one included. It is
 	// at least 1.
 	Regions int
 	// Next is the cursor to pass to the next Pull.
@@ -98,7 +98,10 @@ type Store interface {
 	// Publish records region's counts: for each cell, the stored count
 	// becomes max(stored, new). Rows of one call are written in a fixed
 	// order (by cell, then region) so that concurrent writers never
-	// deadlock. Publishing also announces region (see Announce).
+	// deadlock. Publishing does not announce region: the caller announces
+	// it through Announce, which it does every few intervals whether it
+	// publishes or not (a store may also count a region that publishes as
+	// present, as one that announces).
 	Publish(ctx context.Context, region string, counts []Count, now int64) error
 
 	// Announce records that region is alive at now, so that other regions

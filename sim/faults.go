@@ -147,7 +147,7 @@ type globalCounts struct {
 	// rows and statements are what the MySQL store would write and run:
 	// the statements of each call (global/mysql: a pull or a read of
 	// denials 1, an announce 1, a cleanup 4) and one per chunk of
-	// mysqlChunkRows rows written (publishing also announces the region).
+	// mysqlChunkRows rows written (a publish of no row sends nothing).
 	rows, statements atomic.Int64
 }
 
@@ -230,7 +230,7 @@ func (f *faultyGlobal) Publish(ctx context.Context, region string, counts []glob
 			positive++
 		}
 	}
-	f.n.wrote(positive, 1)
+	f.n.wrote(positive, 0)
 	counts = slices.Clone(counts)
 	return f.write(ctx, func(ctx context.Context, now int64) error { return f.Store.Publish(ctx, region, counts, now) })
 }

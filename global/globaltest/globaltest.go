@@ -309,6 +309,9 @@ func testRegions(t *testing.T, s global.Store) {
 	if err := s.Announce(ctx, "b", Now-100); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Announce(ctx, "c", Now-50); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Publish(ctx, "c", []global.Count{count(cell("x", active), 1)}, Now-50); err != nil {
 		t.Fatal(err)
 	}
@@ -459,6 +462,9 @@ func testCleanup(t *testing.T, s global.Store) {
 	early, late := cell("early", 10), cell("late", active)
 	publish(t, s, "a", count(early, 1), count(late, 1))
 	publish(t, s, "b", count(early, 2), count(late, 2))
+	if err := s.Announce(ctx, "b", Now); err != nil { // Regions counts it from here on
+		t.Fatal(err)
+	}
 	emit(t, s, denial(early, 1, "a"), denial(cell("early2", 10), 1, "a"), denial(late, 1, "a"))
 
 	n, err := s.Cleanup(ctx, expiry(early), 1)

@@ -44,14 +44,14 @@ func New() *Store {
 	}
 }
 
-// Publish implements [global.Store].
+// Publish implements [global.Store]. As the MySQL store, it does not
+// announce region.
 func (s *Store) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.regions[region] = max(s.regions[region], now)
 	for _, c := range counts {
 		rows := s.counts[c.Cell]
 		if rows == nil {

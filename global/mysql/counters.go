@@ -24,10 +24,12 @@ type countRow struct {
 	global.Count
 }
 
-// Publish implements [global.Store]: it announces region, then upserts its
-// counts with count = GREATEST(count, new), in primary-key order, in chunks
-// of Config.ChunkRows rows, each chunk one statement. Counts of 0 or less
-// are not written (an absent row counts 0). Chunks commit one by one: a
+// Publish implements [global.Store]: it upserts region's counts with
+// count = GREATEST(count, new), in primary-key order, in chunks of
+// Config.ChunkRows rows, each chunk one statement; it does not announce
+// region (see Announce), and a call with no count to write sends nothing.
+// Counts of 0 or less are not written (an absent row counts 0). Chunks
+// commit one by one: a
 // failed call may have written some of them, which the next Publish makes
 // good.
 //
@@ -40,10 +42,10 @@ func (s *Store) Publish(ctx context.Context, region string, counts []global.Coun
 		return err
 	}
 	rows, skipped := countRows(counts)
+	if len(rows) == 0 {
+		return skipped.err()
+	}
 	err := s.do(ctx, OpPublish, func(ctx context.Context, t *tally) error {
-		if err := s.announce(ctx, t, region, now); err != nil {
-			return err
-		}
 		for chunk := range slices.Chunk(rows, s.cfg.ChunkRows) {
 			args := make([]any, 0, 9*len(chunk))
 			for _, r := range chunk {
@@ -119,17 +121,12 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 		return err
 	}
 	return s.do(ctx, OpAnnounce, func(ctx context.Context, t *tally) error {
-		if err := s.announce(ctx, t, region, now); err != nil {
+		if _, err := exec(ctx, t, s.db, s.q.announce, []byte(region), now); err != nil {
 			return err
 		}
 		t.rows = 1
 		return nil
 	})
-}
-
-func (s *Store) announce(ctx context.Context, t *tally, region string, now int64) error {
-	_, err := exec(ctx, t, s.db, s.q.announce, []byte(region), now)
-	return err
 }
 
 // Pull implements [global.Store]. In one statement it reads every cell

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,10 +188,14 @@ func TestCursorOverlap(t *testing.T) {
 }
 
 // TestPublishChunks: rows go out in chunks of ChunkRows, one statement each
-// after the announcement, and all of them arrive.
+// and nothing else (the region is announced apart), and all of them arrive;
+// a publish with nothing to write sends nothing.
 func TestPublishChunks(t *testing.T) {
 	rec := &recorder{}
 	s := openStore(t, Config{ChunkRows: 7, Observer: rec})
+	if err := s.Publish(ctx, "a", []global.Count{{Cell: testCell("zero", seq), ExpiresAt: now + 60_000}}, now); err != nil {
+		t.Fatal(err)
+	}
 	var counts []global.Count
 	for i := range 20 {
 		counts = append(counts, global.Count{Cell: testCell(fmt.Sprint(i), seq), Count: int64(i + 1), ExpiresAt: now + 60_000})
@@ -199,10 +204,13 @@ func TestPublishChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
-	got := rec.calls[0]
+	calls := slices.Clone(rec.calls)
 	rec.mu.Unlock()
-	if got.Op != OpPublish || got.Outcome != OutcomeOK || got.Statements != 1+3 || got.Rows != 20 {
-		t.Fatalf("observed %+v, want publish ok with 4 statements (announce + 3 chunks) and 20 rows", got)
+	if len(calls) != 1 {
+		t.Fatalf("observed %d calls, want 1 (a publish of no positive count sends nothing): %+v", len(calls), calls)
+	}
+	if got := calls[0]; got.Op != OpPublish || got.Outcome != OutcomeOK || got.Statements != 3 || got.Rows != 20 {
+		t.Fatalf("observed %+v, want publish ok with 3 statements (3 chunks) and 20 rows", got)
 	}
 	p, err := s.Pull(ctx, "b", 0, now, 1000)
 	if err != nil || len(p.Cells) != 20 {
