@@ -32,7 +32,7 @@ func scaleBase() Scenario {
 }
 
 // ScaleStudy returns the scale study: from the base point, identities from
-// 10,000 to 300,000, nodes per region from 1 to 16, regions from 1 to 8,
+// 10,000 to 300,000, nodes per region from 1 to 20, regions from 1 to 10,
 // load from 0.5 to 10 times the limits, and limits from 10 to 1,000 for the
 // same requests (both at 10,000 identities, to bound the requests). It
 // runs in a few minutes on two cores.
@@ -51,8 +51,8 @@ func ScaleStudy() []ScaleSeries {
 	}
 	return []ScaleSeries{
 		vary("identities", []float64{10_000, 30_000, 100_000, 300_000}, func(s *Scenario, v float64) { s.Identifiers = int(v) }),
-		vary("nodes", []float64{1, 4, 16}, func(s *Scenario, v float64) { s.Nodes = int(v) }),
-		vary("regions", []float64{1, 2, 4, 8}, func(s *Scenario, v float64) { s.Regions = int(v) }),
+		vary("nodes", []float64{1, 4, 20}, func(s *Scenario, v float64) { s.Nodes = int(v) }),
+		vary("regions", []float64{1, 2, 4, 10}, func(s *Scenario, v float64) { s.Regions = int(v) }),
 		vary("load", []float64{0.5, 1, 3, 10}, func(s *Scenario, v float64) { s.Identifiers, s.Load = 10_000, v }),
 		// The same requests (one per second per identity) under larger
 		// limits: how much further from its limit each counter runs.
