@@ -126,7 +126,8 @@ func jitter(d time.Duration) time.Duration {
 
 // syncGlobal runs one round of the global layer now: it writes queued
 // denials, pulls the other regions' counts, publishes this region's counts,
-// applies new denial rows (read with the pull when the store implements
+// announces the region when that is due (every third round), applies new
+// denial rows (read with the pull when the store implements
 // global.PullerWithDenials and both mechanisms run: one read, not two),
 // and every CleanupEvery rounds deletes expired rows. The background loop
 // calls it every interval; tests and simulations call it through
@@ -153,9 +154,8 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	if !l.global.cfg.DisableCounters {
 		denials = l.pull(ctx, both, now, &st) // first: the rule needs the regions present and the imports
 		l.publish(ctx, now, &st)
-	} else {
-		l.announce(ctx, now, &st)
 	}
+	l.announce(ctx, now, &st)
 	if both != nil {
 		l.applyDenials(denials, &st)
 	} else if !l.global.cfg.DisableDenials {
@@ -200,8 +200,7 @@ func (st *GlobalStats) fail(err error) {
 }
 
 // publish writes this region's committed count of every active cell that
-// changed since it was last published and passes the publication rule,
-// then announces the region when that is due (see announce).
+// changed since it was last published and passes the publication rule.
 //
 // The rule: a region publishes a cell's count once what it holds back (its
 // count above what it has stored) reaches 1/(2R) of the cell's headroom, R
@@ -236,7 +235,6 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		}
 		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
 	}
-	defer l.announce(ctx, now, st)
 	if len(counts) == 0 {
 		return
 	}

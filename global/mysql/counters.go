@@ -29,9 +29,8 @@ type countRow struct {
 // Config.ChunkRows rows, each chunk one statement; it does not announce
 // region (see Announce), and a call with no count to write sends nothing.
 // Counts of 0 or less are not written (an absent row counts 0). Chunks
-// commit one by one: a
-// failed call may have written some of them, which the next Publish makes
-// good.
+// commit one by one: a failed call may have written some of them, which
+// the next Publish makes good.
 //
 // A cell that cannot be stored exactly (see [ErrInvalidInput]) is left out
 // and the others are written; the call then returns an error wrapping
