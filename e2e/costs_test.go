@@ -88,8 +88,8 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 		"Redis commands per request":  res.RedisCallsPerRequest,
 		"MySQL statements per second": res.MySQLStatementsPerSecond,
 	}
-	t.Logf("%d requests sent, %d simulated (load average %s); MySQL rows per second: %.1f counted by MariaDB, %.1f simulated",
-		len(sent.results), res.Requests, loadavg(), (mysqlAfter.rows-mysqlBefore.rows)/seconds, res.MySQLRowsPerSecond)
+	t.Logf("%d requests sent, %d simulated (load average %s); MySQL rows per second: %.1f counted by MariaDB, %.1f simulated; rows read per second: %.1f (Handler_read_*)",
+		len(sent.results), res.Requests, loadavg(), (mysqlAfter.rows-mysqlBefore.rows)/seconds, res.MySQLRowsPerSecond, (mysqlAfter.read-mysqlBefore.read)/seconds)
 	for name, r := range real {
 		s := simulated[name]
 		t.Logf("%s: %.3f real, %.3f simulated", name, r, s)
@@ -123,16 +123,18 @@ func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
 	return n
 }
 
-// mysqlTally is what MariaDB's status counters say it ran and wrote.
-type mysqlTally struct{ statements, rows float64 }
+// mysqlTally is what MariaDB's status counters say it ran, wrote and read.
+type mysqlTally struct{ statements, rows, read float64 }
 
 // mysqlCounters reads the statements (INSERT, SELECT, UPDATE, DELETE, DO) the
-// server ran and the rows its storage engines wrote or updated
-// (Handler_write, Handler_update), server-wide.
+// server ran, the rows its storage engines wrote or updated (Handler_write,
+// Handler_update) and the rows they read (the Handler_read_ counters: by
+// key, next in an index, at random, in a scan), server-wide.
 func mysqlCounters(t *testing.T, db *sql.DB) mysqlTally {
 	t.Helper()
 	rows, err := db.QueryContext(context.Background(), "SHOW GLOBAL STATUS WHERE Variable_name IN "+
-		"('Com_insert', 'Com_select', 'Com_update', 'Com_delete', 'Com_do', 'Handler_write', 'Handler_update')")
+		"('Com_insert', 'Com_select', 'Com_update', 'Com_delete', 'Com_do', 'Handler_write', 'Handler_update', "+
+		"'Handler_read_first', 'Handler_read_key', 'Handler_read_last', 'Handler_read_next', 'Handler_read_prev', 'Handler_read_rnd', 'Handler_read_rnd_next')")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +146,12 @@ func mysqlCounters(t *testing.T, db *sql.DB) mysqlTally {
 		if err := rows.Scan(&name, &v); err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasPrefix(name, "Com_") {
+		switch {
+		case strings.HasPrefix(name, "Com_"):
 			out.statements += v
-		} else {
+		case strings.HasPrefix(name, "Handler_read_"):
+			out.read += v
+		default:
 			out.rows += v
 		}
 	}
