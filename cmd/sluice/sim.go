@@ -246,7 +246,7 @@ func listScenarios(out io.Writer) error {
 	for _, s := range sim.Builtin() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Band, s.Description)
 	}
-	fmt.Fprintln(tw, "\t\t")
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "DEPLOYMENT (NOT IN --all)\tBAND (OVER-ADMISSION)\tDESCRIPTION")
 	for _, s := range sim.Deployments() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Band, s.Description)
