@@ -111,7 +111,7 @@ func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
 	for line := range strings.SplitSeq(info, "\n") {
 		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
 		switch strings.TrimPrefix(name, "cmdstat_") {
-		case "evalsha", "eval", "hget", "hincrby", "hset", "pexpire":
+		case "evalsha", "eval", "hget", "hmget", "hincrby", "hset", "pexpire":
 		default:
 			continue
 		}

@@ -46,15 +46,17 @@ type Costs struct {
 const cellHeapBytes = 230
 
 // The Redis origin's commands, as INFO commandstats counts them (see
-// docs/redis-origin.md): a load is two HGETs; a replayed cell one EVALSHA
-// whose script runs HGET, HINCRBY and HSET, and PEXPIRE for a new cell; a
-// decision one EVALSHA whose script runs four HGETs, and HINCRBY and HSET
-// when it writes (PEXPIRE for a new cell).
+// docs/redis-origin.md; origin/redis's TestCommandsPerCall pins them): a
+// load is two HGETs; a replay one EVALSHA for all its cells, whose script
+// runs HMGET and HSET for each cell it raises, and PEXPIRE for a new one; a
+// decision one EVALSHA whose script runs HMGET and HGET, and HSET when it
+// writes (PEXPIRE for a new cell).
 const (
 	loadCommands       = 2
-	applyCommands      = 4
-	decideReadCommands = 5
-	decideWrites       = 2
+	applyCallCommands  = 1
+	applyCellCommands  = 2
+	decideReadCommands = 3
+	decideWrites       = 1
 )
 
 // redisCosts counts the commands and bytes of a region's origin calls.
@@ -72,12 +74,20 @@ func (c *redisCosts) load(key origin.Key, seq int64) {
 	c.bytes.Add(2 * resp("HGET", cur, "n"))
 }
 
-// apply counts the replay of deltas.
+// apply counts the replay of deltas, one call of the raise script.
 func (c *redisCosts) apply(deltas []origin.Delta) {
+	n := int64(applyCallCommands)
+	args := make([]string, 0, 3+4*len(deltas))
+	args = append(args, "EVALSHA", sha, strconv.Itoa(len(deltas)))
 	for _, d := range deltas {
-		c.commands.Add(applyCommands + c.expiry(d.Cell))
-		c.bytes.Add(resp("EVALSHA", sha, "1", redis.CellKey(d.Cell), writerField, strconv.FormatInt(d.Sent, 10), expiryArg))
+		n += applyCellCommands + c.expiry(d.Cell)
+		args = append(args, redis.CellKey(d.Cell))
 	}
+	for _, d := range deltas {
+		args = append(args, writerField, strconv.FormatInt(d.Sent, 10), expiryArg)
+	}
+	c.commands.Add(n)
+	c.bytes.Add(resp(args...))
 }
 
 // decide counts the origin decision of ch, which admitted or wrote

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ import (
 // countedCommands are the commands this package causes; other clients of the
 // shared test server use others (or, rarely, the same: run alone for exact
 // figures).
-var countedCommands = []string{"evalsha", "eval", "hget", "hincrby", "hset", "pttl", "pexpire"}
+var countedCommands = []string{"evalsha", "eval", "hget", "hmget", "hincrby", "hset", "pttl", "pexpire"}
 
 func commandStats(b *testing.B, c *goredis.Client) map[string]int64 {
 	b.Helper()
@@ -30,6 +31,12 @@ func commandStats(b *testing.B, c *goredis.Client) map[string]int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return parseCommandStats(info)
+}
+
+// parseCommandStats returns the calls of each command in the reply of INFO
+// commandstats, by lowercase command name.
+func parseCommandStats(info string) map[string]int64 {
 	stats := map[string]int64{}
 	for line := range strings.SplitSeq(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -77,43 +84,47 @@ func raise(deltas []origin.Delta) {
 	}
 }
 
-// BenchmarkApply applies a pipelined batch of 256 deltas (256 distinct
-// cells) per iteration: "existing" cells already hold a count (the steady
-// state of a replay loop), "new" cells are created by the batch.
+// BenchmarkApply applies a batch of distinct cells per iteration (256, a
+// full replay batch, and 1): "existing" cells already hold a count (the
+// steady state of a replay loop), "new" cells are created by the batch.
 func BenchmarkApply(b *testing.B) {
-	const batch = 256
-	for _, mode := range []string{"existing", "new"} {
-		b.Run(mode, func(b *testing.B) {
-			client := realRedis(b)
-			o := newOrigin(b, Config{Client: client, Timeout: 5 * time.Second})
-			ctx := context.Background()
-			ws := workspace(b)
-			deltas := benchDeltas(ws, batch, 0)
-			if _, err := o.Apply(ctx, deltas); err != nil { // load the script, create the cells
-				b.Fatal(err)
-			}
-			before := commandStats(b, client)
-			b.ReportAllocs()
-			b.ResetTimer()
-			seq := int64(0)
-			for b.Loop() {
-				if mode == "new" {
-					b.StopTimer()
-					seq++
-					deltas = benchDeltas(ws, batch, seq)
-					b.StartTimer()
-				} else {
-					raise(deltas)
-				}
-				if _, err := o.Apply(ctx, deltas); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			reportCommands(b, client, before, int64(b.N)*batch)
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*batch), "ns/cell")
-		})
+	for _, batch := range []int{256, 1} {
+		for _, mode := range []string{"existing", "new"} {
+			b.Run(fmt.Sprintf("%s/batch=%d", mode, batch), func(b *testing.B) { benchApply(b, mode, batch) })
+		}
 	}
+}
+
+func benchApply(b *testing.B, mode string, batch int) {
+	client := realRedis(b)
+	o := newOrigin(b, Config{Client: client, Timeout: 5 * time.Second})
+	ctx := context.Background()
+	ws := workspace(b)
+	deltas := benchDeltas(ws, batch, 0)
+	if _, err := o.Apply(ctx, deltas); err != nil { // load the script, create the cells
+		b.Fatal(err)
+	}
+	before := commandStats(b, client)
+	b.ReportAllocs()
+	b.ResetTimer()
+	seq := int64(0)
+	for b.Loop() {
+		if mode == "new" {
+			b.StopTimer()
+			seq++
+			deltas = benchDeltas(ws, batch, seq)
+			b.StartTimer()
+		} else {
+			raise(deltas)
+		}
+		if _, err := o.Apply(ctx, deltas); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cells := int64(b.N) * int64(batch)
+	reportCommands(b, client, before, cells)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(cells), "ns/cell")
 }
 
 // BenchmarkLoad reads one counter's two cells (two HGETs in one round trip) per

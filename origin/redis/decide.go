@@ -34,7 +34,10 @@ const maxExact = 1<<53 - 1
 //	ARGV[8…] limit, cost pairs, decided in order
 //
 // It returns {current total, previous total, stale (0/1), the writer's
-// share, admitted (0/1)…}. A check whose writer's share is above its sent
+// share, admitted (0/1)…}. It reads the current cell with one HMGET (the
+// writer's share and the total) and the previous one with one HGET, and
+// writes both fields with one HSET when it admits or raises anything:
+// Redis counts 3 commands, 4 with a write (5 for a new cell). A check whose writer's share is above its sent
 // count is stale and admits nothing (see [origin.Origin]). Redis hands
 // Lua doubles, so every product that could pass 2^53 is avoided: the weight
 // floor(p * rem / d) is computed as q*rem + floor(r*rem/d) with p = q*d + r,
@@ -46,9 +49,12 @@ var decideScript = goredis.NewScript(`
 local d = tonumber(ARGV[1])
 local rem = d - tonumber(ARGV[2])
 local sent = tonumber(ARGV[3])
-local share = tonumber(redis.call('HGET', KEYS[1], ARGV[7]) or '0')
-local cur = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+local v = redis.call('HMGET', KEYS[1], ARGV[7], 'n')
+local share, cur = tonumber(v[1] or '0'), tonumber(v[2] or '0')
 local prev = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
+if share == nil or cur == nil or prev == nil then
+  return redis.error_reply('cell does not hold integers')
+end
 local stale = share > sent
 local add = 0
 if sent > share then
@@ -88,8 +94,11 @@ for i = 8, #ARGV, 2 do
   end
 end
 if add > 0 then
-  cur = redis.call('HINCRBY', KEYS[1], 'n', string.format('%d', add))
-  redis.call('HSET', KEYS[1], ARGV[7], string.format('%d', share))
+  if cur + add > 9007199254740991 then
+    return redis.error_reply('total would pass 2^53-1')
+  end
+  cur = cur + add
+  redis.call('HSET', KEYS[1], 'n', string.format('%d', cur), ARGV[7], string.format('%d', share))
   if cur == add then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
 end
 out[1] = cur
@@ -120,6 +129,9 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 	err := o.do(ctx, OpDecide, 2, func(ctx context.Context) error {
 		res, err := decideScript.Run(ctx, o.client, keys, args...).Int64Slice()
 		if err != nil {
+			if classify(err) == OutcomeError {
+				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
+			}
 			return err
 		}
 		if len(res) != 4+len(c.Asks) {

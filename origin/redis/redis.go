@@ -38,25 +38,45 @@ var (
 // hex digits) holds that writer's share of it (see [origin.Delta]).
 const totalField = "n"
 
-// raiseScript raises writer ARGV[1]'s share of cell KEYS[1] to ARGV[2] and
-// the total by as much, and returns the total. When the cell is new (the
-// total equals the rise) it sets the expiry to ARGV[3] milliseconds. A
-// script runs atomically, so no cell Sluice creates ever exists without an
-// expiry, and a share and the total never disagree, even when the client
-// dies between two steps. Numbers are formatted as integers before they go
-// back to Redis: totals are exact up to 2^53.
-var raiseScript = goredis.NewScript(`local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-local sent = tonumber(ARGV[2])
-if sent <= old then
-  return tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+// raiseScript raises, for each cell KEYS[i], writer ARGV[3i-2]'s share to
+// ARGV[3i-1] and the cell's total by as much, and returns the totals in
+// order. When a cell is new (its total equals the rise) it sets the expiry
+// to ARGV[3i] milliseconds. A script runs atomically, so no cell Sluice
+// creates ever exists without an expiry, and a share and the total never
+// disagree, even when the client dies between two steps.
+//
+// Each cell costs one HMGET (the share and the total), and one HSET (both
+// at once) when its share rises: Redis counts two commands per raised cell
+// and one per call, however many cells the call holds. A cell Redis refuses
+// on its own (a key of another type, a field that is not an integer, a
+// total past 2^53-1) answers a string instead of its total and changes
+// nothing; the others are applied. Numbers are formatted as integers before
+// they go back to Redis: totals are exact up to 2^53-1.
+var raiseScript = goredis.NewScript(`local out = {}
+for i = 1, #KEYS do
+  local key, writer, sent = KEYS[i], ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1])
+  local v = redis.pcall('HMGET', key, writer, 'n')
+  if v.err then
+    out[i] = v.err
+  else
+    local old, n = tonumber(v[1] or '0'), tonumber(v[2] or '0')
+    if old == nil or n == nil then
+      out[i] = 'cell does not hold integers'
+    elseif sent <= old then
+      out[i] = n
+    elseif n + (sent - old) > 9007199254740991 then
+      out[i] = 'total would pass 2^53-1'
+    else
+      local total = n + (sent - old)
+      redis.call('HSET', key, 'n', string.format('%d', total), writer, ARGV[3 * i - 1])
+      if total == sent - old then
+        redis.call('PEXPIRE', key, ARGV[3 * i])
+      end
+      out[i] = total
+    end
+  end
 end
-local rise = sent - old
-local n = redis.call('HINCRBY', KEYS[1], 'n', string.format('%d', rise))
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if n == rise then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-end
-return n
+return out
 `)
 
 // writerField returns the hash field of writer w: 16 lowercase hex digits.
@@ -197,17 +217,18 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	return counts, nil
 }
 
-// Apply raises each delta's writer share in one pipeline of EVALSHA calls
-// of the raise script (falling back to EVAL for the cells Redis answers
-// NOSCRIPT) and returns the totals in the order of deltas. Each cell's
-// raise and expiry (max(TTLWindows × duration, MinTTL)) are one atomic
-// step, and idempotent: a retry of a call whose reply was lost changes
-// nothing it already did.
+// Apply raises each delta's writer share with the raise script and returns
+// the totals in the order of deltas: one EVALSHA for all the cells on a
+// client of one server, one per cell in one pipeline on a Redis Cluster
+// (EVAL for the cells Redis answers NOSCRIPT). Each cell's raise and
+// expiry (max(TTLWindows × duration, MinTTL)) are one atomic step, and
+// idempotent: a retry of a call whose reply was lost changes nothing it
+// already did.
 //
 // A cell Redis refuses on its own (a key that is not a Sluice hash, a total
-// that would overflow) fails alone: the others are applied and the error
-// wraps an [*origin.CellErrors] naming it. Such failures do not count
-// against the breaker.
+// past 2^53-1) fails alone: the others are applied and the error wraps an
+// [*origin.CellErrors] naming it. Such failures do not count against the
+// breaker.
 func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
 	if len(deltas) == 0 {
 		return []int64{}, nil
@@ -229,15 +250,36 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	return totals, err
 }
 
+// apply runs the raise script over the deltas: in one call when the client
+// talks to one server (a *goredis.Client, with or without Sentinel), and
+// otherwise one call per cell in one pipeline, since the cells of a Redis
+// Cluster live in different slots.
 func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []int64) error {
-	cmds := make([]*goredis.Cmd, len(deltas))
-	args := func(i int) []any {
-		return []any{writerField(deltas[i].Writer), deltas[i].Sent, o.ttl(deltas[i].Cell.Duration)}
+	args := make([]any, 0, 3*len(deltas))
+	for _, d := range deltas {
+		args = append(args, writerField(d.Writer), d.Sent, o.ttl(d.Cell.Duration))
 	}
+	if _, single := o.client.(*goredis.Client); single {
+		replies, err := raiseScript.Run(ctx, o.client, keys, args...).Slice()
+		if err != nil {
+			return err
+		}
+		if len(replies) != len(deltas) {
+			return fmt.Errorf("%w: raise returned %d values for %d cells", ErrBadValue, len(replies), len(deltas))
+		}
+		return collectTotals(len(deltas), func(i int) (any, error) { return replies[i], nil }, totals)
+	}
+	return o.applyEach(ctx, keys, args, totals)
+}
+
+// applyEach runs the raise script once per cell, all in one pipeline
+// (falling back to EVAL for the cells Redis answers NOSCRIPT).
+func (o *Origin) applyEach(ctx context.Context, keys []string, args []any, totals []int64) error {
+	cmds := make([]*goredis.Cmd, len(keys))
 	pipe := o.client.Pipeline()
 	sha := raiseScript.Hash()
-	for i := range deltas {
-		cmds[i] = pipe.EvalSha(ctx, sha, keys[i:i+1], args(i)...)
+	for i := range keys {
+		cmds[i] = pipe.EvalSha(ctx, sha, keys[i:i+1], args[3*i:3*i+3]...)
 	}
 	_ = execPipeline(ctx, pipe) // each command's error is inspected below
 
@@ -251,27 +293,33 @@ func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta
 		// EVAL also caches the script, so the next Apply's EVALSHA finds it.
 		retry := o.client.Pipeline()
 		for _, i := range missing {
-			cmds[i] = raiseScript.Eval(ctx, retry, keys[i:i+1], args(i)...)
+			cmds[i] = raiseScript.Eval(ctx, retry, keys[i:i+1], args[3*i:3*i+3]...)
 		}
 		_ = execPipeline(ctx, retry)
 	}
-	return collectTotals(cmds, totals)
+	return collectTotals(len(keys), func(i int) (any, error) {
+		replies, err := cmds[i].Slice()
+		if err != nil || len(replies) != 1 {
+			return nil, err
+		}
+		return replies[0], nil
+	}, totals)
 }
 
-// collectTotals reads each command's total into totals. A connection or
-// server-wide failure fails the call; a reply error of one cell (or a reply
-// that is not an integer) fails that cell only, reported in a
-// [*origin.CellErrors].
-func collectTotals(cmds []*goredis.Cmd, totals []int64) error {
+// collectTotals reads the reply of each of n cells into totals. A connection
+// or server-wide failure fails the call; a cell the script refused (it
+// answers a string), or whose reply is not one integer, fails that cell
+// only, reported in a [*origin.CellErrors].
+func collectTotals(n int, reply func(i int) (any, error), totals []int64) error {
 	var failed map[int]error
-	for i, cmd := range cmds {
-		n, err := cmd.Int64()
-		switch {
-		case err == nil:
-			totals[i] = n
+	for i := range n {
+		v, err := reply(i)
+		switch total, ok := v.(int64); {
+		case err == nil && ok:
+			totals[i] = total
 			continue
-		case cmd.Err() == nil:
-			err = fmt.Errorf("%w: script returned %v", ErrBadValue, cmd.Val())
+		case err == nil:
+			err = fmt.Errorf("%w: %v", ErrBadValue, v)
 		case classify(err) != OutcomeError:
 			return err
 		default:
@@ -322,6 +370,8 @@ func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Conte
 		return fmt.Errorf("redis: %s: %w: circuit breaker is %s", op, origin.ErrUnavailable, o.BreakerState())
 	case OutcomeTimeout, OutcomeUnavailable:
 		return fmt.Errorf("redis: %s: %w: %w", op, origin.ErrUnavailable, err)
+	case OutcomeCanceled: // the client may report the cut connection, not why
+		return fmt.Errorf("redis: %s: %w: %w", op, context.Cause(ctx), err)
 	default:
 		return fmt.Errorf("redis: %s: %w", op, err)
 	}

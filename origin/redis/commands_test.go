@@ -1,0 +1,188 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/origin"
+)
+
+// TestCommandsPerCall pins what each call costs Redis, as INFO commandstats
+// counts it (the commands a script runs included), on a server of its own
+// so that no other test's commands mix in. The simulator's cost model
+// (sim/costs.go) counts the same figures.
+func TestCommandsPerCall(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	client := newTestClient(t, srv.Addr)
+	o := newOrigin(t, Config{Client: client})
+	ctx := context.Background()
+	key := func(i int) origin.Key {
+		return origin.Key{Workspace: "w", Namespace: "n", Identifier: string(rune('a' + i)), Duration: time.Minute}
+	}
+	deltas := make([]origin.Delta, 10)
+	for i := range deltas {
+		deltas[i] = add(origin.Cell{Key: key(i), Sequence: 7}, 2)
+	}
+	raise := func(by int64) func() error {
+		return func() error {
+			for i := range deltas {
+				deltas[i].Sent += by
+			}
+			_, err := o.Apply(ctx, deltas)
+			return err
+		}
+	}
+	check := origin.Check{Key: key(0), Seq: 7, Elapsed: 1000, Writer: deltas[0].Writer, Sent: 2,
+		Asks: []origin.Ask{{Limit: 100, Cost: 1}}}
+	tests := []struct {
+		name string
+		call func() error
+		want map[string]int64
+	}{
+		{"apply, 10 new cells", raise(0), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
+		{"apply, 10 cells raised", raise(3), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
+		{"apply, 10 cells sent again", raise(0), map[string]int64{"evalsha": 1, "hmget": 10}},
+		{"load", func() error { _, err := o.Load(ctx, key(0), 7); return err }, map[string]int64{"hget": 2}},
+		{"decide, admitted", func() error {
+			check.Sent = deltas[0].Sent
+			_, err := o.Decide(ctx, check)
+			return err
+		}, map[string]int64{"evalsha": 1, "hmget": 1, "hget": 1, "hset": 1}},
+		{"decide, nothing written", func() error {
+			check.Asks[0].Limit = 0
+			check.Sent = deltas[0].Sent + 1 // the admission above raised the share by 1
+			_, err := o.Decide(ctx, check)
+			return err
+		}, map[string]int64{"evalsha": 1, "hmget": 1, "hget": 1}},
+	}
+	// Load the scripts first: a NOSCRIPT answer would add an EVAL.
+	if err := raiseScript.Load(ctx, client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := decideScript.Load(ctx, client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		before := commandCounts(t, client)
+		if err := tt.call(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		got := commandCounts(t, client)
+		for name := range got {
+			got[name] -= before[name]
+			if got[name] == 0 || connectionCommand(name) {
+				delete(got, name)
+			}
+		}
+		if !equalCounts(got, tt.want) {
+			t.Errorf("%s: commands %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// connectionCommand reports the commands of the test itself and of a new
+// connection's handshake, which no call of the origin sends.
+func connectionCommand(name string) bool {
+	return name == "info" || name == "hello" || name == "ping" || strings.HasPrefix(name, "client")
+}
+
+// commandCounts reads the calls of every command from INFO commandstats.
+func commandCounts(t *testing.T, c *goredis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseCommandStats(info)
+}
+
+func equalCounts(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestApplyRefusesCellsAlone puts one cell Redis cannot raise among good
+// ones in a single Apply, on one server (one script call for all the cells)
+// and on a Redis Cluster (one call per cell): it fails alone, as
+// ErrBadValue, and the others are raised once.
+func TestApplyRefusesCellsAlone(t *testing.T) {
+	t.Parallel()
+	clients := []struct {
+		name   string
+		client func(t *testing.T) goredis.UniversalClient
+	}{
+		{"one server", func(t *testing.T) goredis.UniversalClient { return realRedis(t) }},
+		{"cluster", func(t *testing.T) goredis.UniversalClient { return clusterClient(t) }},
+	}
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			refusesCellsAlone(t, c.client(t))
+		})
+	}
+}
+
+func refusesCellsAlone(t *testing.T, client goredis.UniversalClient) {
+	o := newOrigin(t, Config{Client: client})
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		spoil func(key string, d origin.Delta) error
+		sent  int64
+	}{
+		{"a string key", func(key string, _ origin.Delta) error {
+			return client.Set(ctx, key, "not a hash", time.Minute).Err()
+		}, 1},
+		{"a total that is not an integer", func(key string, _ origin.Delta) error {
+			return client.HSet(ctx, key, totalField, "x").Err()
+		}, 1},
+		{"a share that is not an integer", func(key string, d origin.Delta) error {
+			return client.HSet(ctx, key, writerField(d.Writer), "1.5.2").Err()
+		}, 1},
+		{"a total past 2^53-1", func(key string, _ origin.Delta) error {
+			return client.HSet(ctx, key, totalField, maxExact-1).Err()
+		}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := workspace(t)
+			cell := func(id string) origin.Cell {
+				return origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "n", Identifier: id, Duration: time.Minute}, Sequence: 3}
+			}
+			deltas := []origin.Delta{add(cell("good-1"), 4), add(cell("bad"), tt.sent), add(cell("good-2"), 6)}
+			bad := CellKey(deltas[1].Cell)
+			if err := tt.spoil(bad, deltas[1]); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := client.Dump(ctx, bad).Result()
+			totals, err := o.Apply(ctx, deltas)
+			var cells *origin.CellErrors
+			if !errors.As(err, &cells) || len(cells.Failed) != 1 || !errors.Is(cells.Failed[1], ErrBadValue) {
+				t.Fatalf("Apply: %v, want cell 1 alone refused with ErrBadValue", err)
+			}
+			if errors.Is(err, origin.ErrUnavailable) {
+				t.Fatalf("Apply: %v, a refused cell is not an outage", err)
+			}
+			if totals[0] != 4 || totals[2] != 6 {
+				t.Fatalf("totals %v, want 4 and 6 for the good cells", totals)
+			}
+			if after, _ := client.Dump(ctx, bad).Result(); after != before {
+				t.Fatal("the refused cell changed")
+			}
+		})
+	}
+}
