@@ -25,11 +25,12 @@ import (
 // figures).
 var countedCommands = []string{"evalsha", "eval", "hget", "hmget", "hincrby", "hset", "pttl", "pexpire"}
 
-func commandStats(b *testing.B, c *goredis.Client) map[string]int64 {
-	b.Helper()
+// commandStats returns the calls of each command Redis ran so far.
+func commandStats(tb testing.TB, c *goredis.Client) map[string]int64 {
+	tb.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return parseCommandStats(info)
 }

@@ -70,11 +70,11 @@ func TestCommandsPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
-		before := commandCounts(t, client)
+		before := commandStats(t, client)
 		if err := tt.call(); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		got := commandCounts(t, client)
+		got := commandStats(t, client)
 		for name := range got {
 			got[name] -= before[name]
 			if got[name] == 0 || connectionCommand(name) {
@@ -91,16 +91,6 @@ func TestCommandsPerCall(t *testing.T) {
 // connection's handshake, which no call of the origin sends.
 func connectionCommand(name string) bool {
 	return name == "info" || name == "hello" || name == "ping" || strings.HasPrefix(name, "client")
-}
-
-// commandCounts reads the calls of every command from INFO commandstats.
-func commandCounts(t *testing.T, c *goredis.Client) map[string]int64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return parseCommandStats(info)
 }
 
 func equalCounts(a, b map[string]int64) bool {
