@@ -47,7 +47,7 @@ const cellHeapBytes = 230
 
 // The Redis origin's commands, as INFO commandstats counts them (see
 // docs/redis-origin.md; origin/redis's TestCommandsPerCall pins them): a
-// load is two HGETs; a replay one EVALSHA for all its cells, whose script
+// load is two HGETs; a replay one EVALSHA per 256 cells, whose script
 // runs HMGET and HSET for each cell it raises, and PEXPIRE for a new one; a
 // decision one EVALSHA whose script runs HMGET and HGET, and HSET when it
 // writes (PEXPIRE for a new cell).
@@ -74,9 +74,14 @@ func (c *redisCosts) load(key origin.Key, seq int64) {
 	c.bytes.Add(2 * resp("HGET", cur, "n"))
 }
 
-// apply counts the replay of deltas, one call of the raise script.
+// scriptCells is the most cells one call of the Redis origin's raise
+// script takes (its maxScriptCells).
+const scriptCells = 256
+
+// apply counts the replay of deltas: a call of the raise script per
+// scriptCells cells.
 func (c *redisCosts) apply(deltas []origin.Delta) {
-	n := int64(applyCallCommands)
+	n := int64(applyCallCommands * ((len(deltas) + scriptCells - 1) / scriptCells))
 	args := make([]string, 0, 3+4*len(deltas))
 	args = append(args, "EVALSHA", sha, strconv.Itoa(len(deltas)))
 	for _, d := range deltas {

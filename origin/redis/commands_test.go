@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestCommandsPerCall(t *testing.T) {
 	o := newOrigin(t, Config{Client: client})
 	ctx := context.Background()
 	key := func(i int) origin.Key {
-		return origin.Key{Workspace: "w", Namespace: "n", Identifier: string(rune('a' + i)), Duration: time.Minute}
+		return origin.Key{Workspace: "w", Namespace: "n", Identifier: strconv.Itoa(i), Duration: time.Minute}
 	}
 	deltas := make([]origin.Delta, 10)
 	for i := range deltas {
@@ -49,6 +50,14 @@ func TestCommandsPerCall(t *testing.T) {
 		{"apply, 10 new cells", raise(0), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
 		{"apply, 10 cells raised", raise(3), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
 		{"apply, 10 cells sent again", raise(0), map[string]int64{"evalsha": 1, "hmget": 10}},
+		{"apply, 300 new cells: two calls", func() error {
+			many := make([]origin.Delta, 300)
+			for i := range many {
+				many[i] = add(origin.Cell{Key: key(i), Sequence: 8}, 1)
+			}
+			_, err := o.Apply(ctx, many)
+			return err
+		}, map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
 		{"load", func() error { _, err := o.Load(ctx, key(0), 7); return err }, map[string]int64{"hget": 2}},
 		{"decide, admitted", func() error {
 			check.Sent = deltas[0].Sent

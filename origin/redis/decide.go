@@ -37,8 +37,9 @@ const maxExact = 1<<53 - 1
 // share, admitted (0/1)…}. It reads the current cell with one HMGET (the
 // writer's share and the total) and the previous one with one HGET, and
 // writes both fields with one HSET when it admits or raises anything:
-// Redis counts 3 commands, 4 with a write (5 for a new cell). A check whose writer's share is above its sent
-// count is stale and admits nothing (see [origin.Origin]). Redis hands
+// Redis counts 3 commands, 4 with a write (5 for a new cell). A check
+// whose writer's share is above its sent count is stale and admits
+// nothing (see [origin.Origin]). Redis hands
 // Lua doubles, so every product that could pass 2^53 is avoided: the weight
 // floor(p * rem / d) is computed as q*rem + floor(r*rem/d) with p = q*d + r,
 // and the last term by binary long multiplication that keeps its remainder

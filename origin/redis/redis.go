@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -250,59 +251,58 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	return totals, err
 }
 
-// apply runs the raise script over the deltas: in one call when the client
-// talks to one server (a *goredis.Client, with or without Sentinel), and
-// otherwise one call per cell in one pipeline, since the cells of a Redis
-// Cluster live in different slots.
+// maxScriptCells bounds the cells of one call of the raise script, so that
+// no call holds Redis for long (a few microseconds a cell) whatever the
+// limiter's ReplayBatch.
+const maxScriptCells = 256
+
+// apply runs the raise script over the deltas, all its calls in one
+// pipeline: calls of up to maxScriptCells cells when the client talks to
+// one server (a *goredis.Client, with or without Sentinel), and one call
+// per cell otherwise, since the cells of a Redis Cluster live in different
+// slots. Calls Redis answers NOSCRIPT were not run and go again with EVAL.
 func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []int64) error {
+	per := 1
+	if _, single := o.client.(*goredis.Client); single {
+		per = maxScriptCells
+	}
 	args := make([]any, 0, 3*len(deltas))
 	for _, d := range deltas {
 		args = append(args, writerField(d.Writer), d.Sent, o.ttl(d.Cell.Duration))
 	}
-	if _, single := o.client.(*goredis.Client); single {
-		replies, err := raiseScript.Run(ctx, o.client, keys, args...).Slice()
-		if err != nil {
-			return err
+	// send queues call j (cells j*per up to (j+1)*per) on p, with EVALSHA,
+	// or with EVAL after a NOSCRIPT answer.
+	send := func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd {
+		from, to := j*per, min((j+1)*per, len(keys))
+		if withSha {
+			return p.EvalSha(ctx, raiseScript.Hash(), keys[from:to], args[3*from:3*to]...)
 		}
-		if len(replies) != len(deltas) {
-			return fmt.Errorf("%w: raise returned %d values for %d cells", ErrBadValue, len(replies), len(deltas))
-		}
-		return collectTotals(len(deltas), func(i int) (any, error) { return replies[i], nil }, totals)
+		return raiseScript.Eval(ctx, p, keys[from:to], args[3*from:3*to]...)
 	}
-	return o.applyEach(ctx, keys, args, totals)
-}
-
-// applyEach runs the raise script once per cell, all in one pipeline
-// (falling back to EVAL for the cells Redis answers NOSCRIPT).
-func (o *Origin) applyEach(ctx context.Context, keys []string, args []any, totals []int64) error {
-	cmds := make([]*goredis.Cmd, len(keys))
+	cmds := make([]*goredis.Cmd, (len(keys)+per-1)/per)
 	pipe := o.client.Pipeline()
-	sha := raiseScript.Hash()
-	for i := range keys {
-		cmds[i] = pipe.EvalSha(ctx, sha, keys[i:i+1], args[3*i:3*i+3]...)
+	for j := range cmds {
+		cmds[j] = send(pipe, j, true)
 	}
 	_ = execPipeline(ctx, pipe) // each command's error is inspected below
-
-	var missing []int // cells Redis answered NOSCRIPT: not run, safe to run again
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		// EVAL also caches the script, so the next Apply's EVALSHA finds it.
+	if slices.ContainsFunc(cmds, func(c *goredis.Cmd) bool { return isNoScript(c.Err()) }) {
 		retry := o.client.Pipeline()
-		for _, i := range missing {
-			cmds[i] = raiseScript.Eval(ctx, retry, keys[i:i+1], args[3*i:3*i+3]...)
+		for j, c := range cmds { // EVAL also caches the script for the next EVALSHA
+			if isNoScript(c.Err()) {
+				cmds[j] = send(retry, j, false)
+			}
 		}
 		_ = execPipeline(ctx, retry)
 	}
 	return collectTotals(len(keys), func(i int) (any, error) {
-		replies, err := cmds[i].Slice()
-		if err != nil || len(replies) != 1 {
+		replies, err := cmds[i/per].Slice()
+		if err != nil {
 			return nil, err
 		}
-		return replies[0], nil
+		if want := min(per, len(keys)-i/per*per); len(replies) != want {
+			return fmt.Sprintf("raise returned %d values for %d cells", len(replies), want), nil
+		}
+		return replies[i%per], nil
 	}, totals)
 }
 
