@@ -67,22 +67,11 @@ func BenchmarkRedisCommandsPerAccepted(b *testing.B) {
 // commandCalls sums the calls of every command in INFO commandstats, except
 // the INFO and CONFIG commands the benchmark itself sent.
 func commandCalls(b *testing.B, admin *goredis.Client) int64 {
-	info, err := admin.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
 	var total int64
-	for line := range strings.SplitSeq(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || strings.HasPrefix(name, "cmdstat_config") {
-			continue
+	for name, n := range testenv.CommandCalls(b, admin) {
+		if name != "info" && !strings.HasPrefix(name, "config") {
+			total += n
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			b.Fatalf("commandstats line %q: %v", line, err)
-		}
-		total += n
 	}
 	return total
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,21 +102,11 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 // those its scripts run included, from INFO commandstats.
 func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n float64
-	for line := range strings.SplitSeq(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		switch strings.TrimPrefix(name, "cmdstat_") {
+	for name, calls := range testenv.CommandCalls(t, rdb) {
+		switch name {
 		case "evalsha", "eval", "hget", "hmget", "hincrby", "hset", "pexpire":
-		default:
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
-		if v, err := strconv.ParseFloat(calls, 64); ok && err == nil {
-			n += v
+			n += float64(calls)
 		}
 	}
 	return n

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -25,34 +25,8 @@ import (
 // figures).
 var countedCommands = []string{"evalsha", "eval", "hget", "hmget", "hincrby", "hset", "pttl", "pexpire"}
 
-// commandStats returns the calls of each command Redis ran so far.
-func commandStats(tb testing.TB, c *goredis.Client) map[string]int64 {
-	tb.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return parseCommandStats(info)
-}
-
-// parseCommandStats returns the calls of each command in the reply of INFO
-// commandstats, by lowercase command name.
-func parseCommandStats(info string) map[string]int64 {
-	stats := map[string]int64{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		n, _ := strconv.ParseInt(calls, 10, 64)
-		stats[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	return stats
-}
-
 func reportCommands(b *testing.B, c *goredis.Client, before map[string]int64, cells int64) {
-	after := commandStats(b, c)
+	after := testenv.CommandCalls(b, c)
 	var total int64
 	for _, name := range countedCommands {
 		d := after[name] - before[name]
@@ -105,7 +79,7 @@ func benchApply(b *testing.B, mode string, batch int) {
 	if _, err := o.Apply(ctx, deltas); err != nil { // load the script, create the cells
 		b.Fatal(err)
 	}
-	before := commandStats(b, client)
+	before := testenv.CommandCalls(b, client)
 	b.ReportAllocs()
 	b.ResetTimer()
 	seq := int64(0)
@@ -140,7 +114,7 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	key := deltas[0].Cell.Key
 	b.Run("serial", func(b *testing.B) {
-		before := commandStats(b, client)
+		before := testenv.CommandCalls(b, client)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := o.Load(ctx, key, 7); err != nil {

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,18 +80,18 @@ func TestCommandsPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
-		before := commandStats(t, client)
+		before := testenv.CommandCalls(t, client)
 		if err := tt.call(); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		got := commandStats(t, client)
+		got := testenv.CommandCalls(t, client)
 		for name := range got {
 			got[name] -= before[name]
 			if got[name] == 0 || connectionCommand(name) {
 				delete(got, name)
 			}
 		}
-		if !equalCounts(got, tt.want) {
+		if !maps.Equal(got, tt.want) {
 			t.Errorf("%s: commands %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -100,18 +101,6 @@ func TestCommandsPerCall(t *testing.T) {
 // connection's handshake, which no call of the origin sends.
 func connectionCommand(name string) bool {
 	return name == "info" || name == "hello" || name == "ping" || strings.HasPrefix(name, "client")
-}
-
-func equalCounts(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestApplyRefusesCellsAlone puts one cell Redis cannot raise among good
