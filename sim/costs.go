@@ -20,6 +20,9 @@ type Costs struct {
 	// mode). RedisCallsPerSecond is the same per second of virtual time.
 	RedisCallsPerRequest float64 `json:"redis_calls_per_request"`
 	RedisCallsPerSecond  float64 `json:"redis_calls_per_second"`
+	// RedisCallsByCall splits RedisCallsPerRequest by the origin call
+	// whose commands they are.
+	RedisCallsByCall RedisSplit `json:"redis_calls_per_request_by_call"`
 	// PeerCallsPerRequest is the peer RPCs per request (cluster mode).
 	PeerCallsPerRequest float64 `json:"peer_calls_per_request"`
 	// MySQLRowsPerSecond and MySQLStatementsPerSecond are the rows the
@@ -38,6 +41,14 @@ type Costs struct {
 	// OverAdmission is OverPct: what the deployment admitted above the
 	// exact model, in percent of the model's admissions.
 	OverAdmission float64 `json:"over_admission"`
+}
+
+// RedisSplit is a figure of Redis commands split by the origin call that
+// runs them.
+type RedisSplit struct {
+	Load   float64 `json:"load"`   // hydration reads of a cold or stale counter
+	Apply  float64 `json:"apply"`  // replays of accepted increments
+	Decide float64 `json:"decide"` // origin decisions of counters in strict mode
 }
 
 // cellHeapBytes is the memory one counter cell takes in a limiter besides
@@ -61,7 +72,8 @@ const (
 
 // redisCosts counts the commands and bytes of a region's origin calls.
 type redisCosts struct {
-	commands, bytes atomic.Int64
+	loadCmds, applyCmds, decideCmds atomic.Int64 // commands, by the call that runs them
+	bytes                           atomic.Int64
 
 	mu      sync.Mutex
 	written map[origin.Cell]struct{} // cells written: the first write sets the expiry
@@ -70,7 +82,7 @@ type redisCosts struct {
 // load counts a Load of key.
 func (c *redisCosts) load(key origin.Key, seq int64) {
 	cur := redis.CellKey(origin.Cell{Key: key, Sequence: seq})
-	c.commands.Add(loadCommands)
+	c.loadCmds.Add(loadCommands)
 	c.bytes.Add(2 * resp("HGET", cur, "n"))
 }
 
@@ -91,7 +103,7 @@ func (c *redisCosts) apply(deltas []origin.Delta) {
 	for _, d := range deltas {
 		args = append(args, writerField, strconv.FormatInt(d.Sent, 10), expiryArg)
 	}
-	c.commands.Add(n)
+	c.applyCmds.Add(n)
 	c.bytes.Add(resp(args...))
 }
 
@@ -103,13 +115,18 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 	if wrote {
 		n += decideWrites + c.expiry(cur)
 	}
-	c.commands.Add(n)
+	c.decideCmds.Add(n)
 	args := []string{"EVALSHA", sha, "2", redis.CellKey(cur), redis.CellKey(origin.Cell{Key: ch.Key, Sequence: ch.Seq - 1}),
 		"60000", "12345", strconv.FormatInt(ch.Sent, 10), "0", "0", expiryArg, writerField}
 	for _, a := range ch.Asks {
 		args = append(args, strconv.FormatInt(a.Limit, 10), strconv.FormatInt(a.Cost, 10))
 	}
 	c.bytes.Add(resp(args...))
+}
+
+// commands returns the commands counted, by call.
+func (c *redisCosts) commands() (load, apply, decide int64) {
+	return c.loadCmds.Load(), c.applyCmds.Load(), c.decideCmds.Load()
 }
 
 // expiry returns 1 for the first write of cell (its PEXPIRE), else 0.

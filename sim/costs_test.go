@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -75,6 +76,10 @@ func TestSkewAndCosts(t *testing.T) {
 	commands := r.RedisCallsPerRequest * float64(r.Requests)
 	if commands < float64(2*o.Loads+4*o.Applies) || commands > float64(8*(calls+r.Requests)) {
 		t.Errorf("%.0f Redis commands for %d loads, %d replay calls, %d decisions and %d requests", commands, o.Loads, o.Applies, o.Decides, r.Requests)
+	}
+	by := r.RedisCallsByCall
+	if sum := by.Load + by.Apply + by.Decide; math.Abs(sum-r.RedisCallsPerRequest) > 0.001 || by.Load == 0 || by.Apply == 0 || by.Decide == 0 {
+		t.Errorf("Redis commands by call %+v (sum %v), want each above 0 and the sum %v", by, sum, r.RedisCallsPerRequest)
 	}
 	if r.CellsPerNode == 0 || r.HeapBytesPerNode < r.CellsPerNode*cellHeapBytes || r.OriginBytesPerNodePerSecond == 0 {
 		t.Errorf("cells %d, heap %d, bytes %v", r.CellsPerNode, r.HeapBytesPerNode, r.OriginBytesPerNodePerSecond)

@@ -125,8 +125,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 // costRows writes the rows of res's resource costs (see Costs).
 func costRows(row func(k, format string, args ...any), res Result) {
 	if res.Origin.Kind != OriginCluster {
-		row("Redis (modelled)", "%s commands per request, %s per second; %s bytes sent per node per second",
-			fmtNum(res.RedisCallsPerRequest), fmtNum(res.RedisCallsPerSecond), fmtNum(res.OriginBytesPerNodePerSecond))
+		by := res.RedisCallsByCall
+		row("Redis (modelled)", "%s commands per request (loads %s, replays %s, decisions %s), %s per second; %s bytes sent per node per second",
+			fmtNum(res.RedisCallsPerRequest), fmtNum(by.Load), fmtNum(by.Apply), fmtNum(by.Decide),
+			fmtNum(res.RedisCallsPerSecond), fmtNum(res.OriginBytesPerNodePerSecond))
 	}
 	if res.Regions > 1 {
 		row("MySQL (modelled)", "%s rows and %s statements per second", fmtNum(res.MySQLRowsPerSecond), fmtNum(res.MySQLStatementsPerSecond))

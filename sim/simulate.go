@@ -491,12 +491,15 @@ func (r *run) countCosts(res *Result) {
 	perSecond := func(n int64) float64 { return round(float64(n)/seconds, 3) }
 	c := &res.Costs
 	if r.s.Origin != OriginCluster {
-		var commands, bytes int64
+		var load, apply, decide, bytes int64
 		for i := range r.origins {
-			commands += r.origins[i].redis.commands.Load()
+			l, a, d := r.origins[i].redis.commands()
+			load, apply, decide = load+l, apply+a, decide+d
 			bytes += r.origins[i].redis.bytes.Load()
 		}
+		commands := load + apply + decide
 		c.RedisCallsPerRequest = ratio(commands, res.Requests)
+		c.RedisCallsByCall = RedisSplit{Load: ratio(load, res.Requests), Apply: ratio(apply, res.Requests), Decide: ratio(decide, res.Requests)}
 		c.RedisCallsPerSecond = perSecond(commands)
 		c.OriginBytesPerNodePerSecond = round(float64(bytes)/seconds/float64(r.s.Regions*r.s.Nodes), 1)
 	}
