@@ -101,14 +101,14 @@ type testNode struct {
 
 // newTestCluster starts n nodes that know each other, and wires their
 // exceed broadcasts to each other directly (no gossip).
-func newTestCluster(t *testing.T, n int, secret string) []*testNode {
+func newTestCluster(t testing.TB, n int, secret string) []*testNode {
 	t.Helper()
 	return newTestClusterWith(t, n, Config{Secret: secret})
 }
 
 // newTestClusterWith is newTestCluster with every node's Config based on
 // base (ID, Observer and a default Timeout filled in).
-func newTestClusterWith(t *testing.T, n int, base Config) []*testNode {
+func newTestClusterWith(t testing.TB, n int, base Config) []*testNode {
 	t.Helper()
 	nodes := make([]*testNode, n)
 	for i := range nodes {
