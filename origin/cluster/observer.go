@@ -11,6 +11,9 @@ const (
 	KindApply  Kind = "apply"  // add a batch of coalesced deltas at their owner
 	KindDecide Kind = "decide" // a strict-mode decision at the owner
 	KindSeed   Kind = "seed"   // hand the new owner of moved cells the totals seen
+	// KindDecides carries the strict-mode decisions of several counters
+	// one owner holds, gathered while a call to it was on its way.
+	KindDecides Kind = "decides"
 	// KindAnalytics asks a peer for its decision analytics of one
 	// namespace (see [Origin.ServeAnalytics]).
 	KindAnalytics Kind = "analytics"
@@ -19,7 +22,7 @@ const (
 // known reports whether k is one of the peer RPCs.
 func (k Kind) known() bool {
 	switch k {
-	case KindLoad, KindApply, KindDecide, KindSeed, KindAnalytics:
+	case KindLoad, KindApply, KindDecide, KindDecides, KindSeed, KindAnalytics:
 		return true
 	}
 	return false

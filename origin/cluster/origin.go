@@ -547,14 +547,10 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 			return v, err
 		}
 	} else {
-		var reply decideReply
-		if err := o.call(ctx, p, KindDecide, toDecideRequest(c), &reply); err != nil {
+		var err error
+		if v, err = o.remoteDecide(ctx, p, c); err != nil {
 			return origin.Verdict{}, err
 		}
-		if len(reply.A) != len(c.Asks) {
-			return origin.Verdict{}, fmt.Errorf("%w: %d verdicts for %d asks", ErrRefused, len(reply.A), len(c.Asks))
-		}
-		v = origin.Verdict{Admitted: reply.A, Counts: origin.Counts{Current: reply.C, Previous: reply.P}, Stale: reply.Stale, Share: reply.Share}
 	}
 	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
 	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)

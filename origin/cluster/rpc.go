@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -28,6 +29,8 @@ type peer struct {
 	id, base    string
 	incarnation string // the run of the peer that calls are signed for
 	breaker     *gobreaker.CircuitBreaker[struct{}]
+	decides     decideQueue // strict-mode decisions waiting for a call to p
+	noDecides   atomic.Bool // p refused a decides call as unknown: an older version
 }
 
 func (o *Origin) newPeer(id string, m Member) *peer {
@@ -118,10 +121,16 @@ func (o *Origin) post(ctx context.Context, p *peer, kind Kind, body []byte, repl
 		// 421: p is not the incarnation this node knows (it restarted);
 		// the gossip brings the new one.
 		return fmt.Errorf("%w: status %d: %s", ErrPeer, res.StatusCode, bytes.TrimSpace(raw))
+	case res.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%w: %w: %s", ErrRefused, errUnknownCall, bytes.TrimSpace(raw))
 	default:
 		return fmt.Errorf("%w: status %d: %s", ErrRefused, res.StatusCode, bytes.TrimSpace(raw))
 	}
 }
+
+// errUnknownCall reports a call the peer answered 404: a kind its version
+// does not serve.
+var errUnknownCall = errors.New("unknown call (status 404)")
 
 // outcomeOf classifies the error of a call.
 func outcomeOf(err error) Outcome {
@@ -240,6 +249,8 @@ func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply an
 		return o.serveApply(ctx, body)
 	case KindDecide:
 		return o.serveDecide(ctx, body)
+	case KindDecides:
+		return o.serveDecides(ctx, body)
 	case KindSeed:
 		return o.serveSeed(body)
 	case KindAnalytics:
@@ -316,14 +327,22 @@ func (o *Origin) serveDecide(ctx context.Context, body []byte) (any, int, error)
 	if !req.K.valid() {
 		return bad(KindDecide, "invalid counter key")
 	}
-	c := req.check()
-	v, err := o.localDecide(ctx, c)
+	reply, err := o.decideHere(ctx, req.check())
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}
+	return reply, http.StatusOK, nil
+}
+
+// decideHere makes c's decision on this node's store for a peer.
+func (o *Origin) decideHere(ctx context.Context, c origin.Check) (decideReply, error) {
+	v, err := o.localDecide(ctx, c)
+	if err != nil {
+		return decideReply{}, err
+	}
 	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
 	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
-	return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous, Stale: v.Stale, Share: v.Share}, http.StatusOK, nil
+	return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous, Stale: v.Stale, Share: v.Share}, nil
 }
 
 // serveSeed raises the cells this node owns or stands in for to their
