@@ -30,7 +30,7 @@ type peer struct {
 	incarnation string // the run of the peer that calls are signed for
 	breaker     *gobreaker.CircuitBreaker[struct{}]
 	decides     decideQueue // strict-mode decisions waiting for a call to p
-	noDecides   atomic.Bool // p refused a decides call as unknown: an older version
+	noDecides   atomic.Bool // p answered a decides call 404: a version without it (a restart makes a new peer)
 }
 
 func (o *Origin) newPeer(id string, m Member) *peer {
