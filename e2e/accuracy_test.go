@@ -52,6 +52,7 @@ type sent struct {
 	id      int
 	at      int64 // Unix ms: midway between sending and the answer
 	success bool
+	node    *node // the node it was sent to
 }
 
 // TestRegionAccuracyOverHTTP is the acceptance run of three `sluice serve`
@@ -255,7 +256,7 @@ func spreadLoadAt(load float64, nodes func(due time.Time) []*node, ns string, se
 				if err != nil {
 					out.failures = append(out.failures, j.n.URL+": "+err.Error())
 				} else {
-					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed})
+					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed, node: j.n})
 				}
 				mu.Unlock()
 			}

@@ -143,7 +143,7 @@ func (f *faultyOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdi
 
 // globalCounts counts the calls and rows of the global layer.
 type globalCounts struct {
-	calls, failed, published, denials atomic.Int64
+	calls, failed, published, denials, announced atomic.Int64
 	// rows and statements are what the MySQL store would write and run:
 	// the statements of each call (global/mysql: a pull or a read of
 	// denials 1, an announce 1, a cleanup 4) and one per chunk of
@@ -240,6 +240,7 @@ func (f *faultyGlobal) Announce(ctx context.Context, region string, now int64) e
 	if f.call(ctx) {
 		return global.ErrUnavailable
 	}
+	f.n.announced.Add(1)
 	f.n.wrote(0, 1)
 	return f.Store.Announce(ctx, region, now)
 }

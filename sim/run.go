@@ -186,6 +186,9 @@ type GlobalOps struct {
 	Failed        int64 `json:"failed"`
 	PublishedRows int64 `json:"published_rows"`
 	DenialRows    int64 `json:"denial_rows"`
+	// Announcements is the announcements of a region (each a row of the
+	// regions table), not counted in the rows.
+	Announcements int64 `json:"announcements"`
 	// RowsPerRequest is the rows written divided by the requests.
 	RowsPerRequest float64 `json:"rows_per_request"`
 }
@@ -234,6 +237,8 @@ type node struct {
 	flushed  chan struct{} // closed when the round in flight has returned
 	inFlight bool          // a round's origin call is waiting at gate
 	due      int64         // when it lands, Unix ms
+
+	nextRound int64 // when its next global round falls due, Unix ms
 }
 
 // flush starts a replay round of n at now. Without a gate the round runs

@@ -59,8 +59,9 @@ type run struct {
 	// What comes next besides the requests, in Unix ms.
 	changes    []change // of nodes, in time order
 	nextReplay int64
-	nextGlobal int64
-	rounds     int // global rounds so far: each starts one node later
+	// roundGaps draws the time from a node's global round to its next:
+	// the interval ± 20%, as a real node's loop jitters it.
+	roundGaps *rand.Rand
 
 	tally tally
 }
@@ -82,7 +83,8 @@ func deploy(s Scenario, seed uint64, start int64, ids []identity) (*run, error) 
 		changes: scheduleChanges(s, start),
 		tally:   newTally(s, start, len(ids)),
 
-		nextReplay: start, nextGlobal: start,
+		nextReplay: start,
+		roundGaps:  rand.New(rand.NewPCG(seed, 0x6a77e5)),
 	}
 	r.clock.set(start)
 	originDown, globalDown := scheduleOutages(s, start)
@@ -157,7 +159,10 @@ func (r *run) region(i int) []*node { return r.nodes[i*r.s.Nodes : (i+1)*r.s.Nod
 
 // warmUp runs two global rounds before the first window if there are
 // several regions, so that the deployment is running already: every region
-// has announced itself and learnt how many regions there are.
+// has announced itself and learnt how many regions there are. Then each
+// node's rounds take their own course: its first falls at a random point
+// of the first interval, as the rounds of nodes started at different times
+// do.
 func (r *run) warmUp(ctx context.Context) {
 	if r.store == nil {
 		return
@@ -165,6 +170,9 @@ func (r *run) warmUp(ctx context.Context) {
 	gi := r.s.GlobalInterval.Milliseconds()
 	r.globalRound(ctx, r.start-2*gi)
 	r.globalRound(ctx, r.start-gi)
+	for _, n := range r.nodes {
+		n.nextRound = r.start + r.roundGaps.Int64N(gi)
+	}
 }
 
 // close lands the replays still in flight and closes every node, which
@@ -222,8 +230,7 @@ func (r *run) advance(ctx context.Context, to int64) error {
 			r.replayRound(at)
 			r.nextReplay += r.s.ReplayInterval.Milliseconds()
 		default:
-			r.globalRound(ctx, at)
-			r.nextGlobal += r.s.GlobalInterval.Milliseconds()
+			r.nodeRound(ctx, at)
 		}
 	}
 }
@@ -234,7 +241,7 @@ func (r *run) advance(ctx context.Context, to int64) error {
 func (r *run) nextDue() (int64, *node) {
 	at := r.nextReplay
 	if r.store != nil {
-		at = min(at, r.nextGlobal)
+		at = min(at, r.nextRound().nextRound)
 	}
 	if len(r.changes) > 0 {
 		at = min(at, r.changes[0].at)
@@ -266,19 +273,41 @@ func (r *run) replayRound(at int64) {
 	}
 }
 
-// globalRound runs a global round on every live node at Unix ms at. Rounds
-// run node after node, starting one node later each round: in a fixed
-// order the last region to round would always see the others' fresh
-// counts and the first never would (real rounds are jittered). A failed
-// round is part of the scenario.
+// globalRound runs a global round on every live node at Unix ms at, node
+// after node (the warm-up's rounds). A failed round is part of the
+// scenario.
 func (r *run) globalRound(ctx context.Context, at int64) {
 	r.clock.set(at)
-	for i := range r.nodes {
-		if n := r.nodes[(r.rounds+i)%len(r.nodes)]; n.alive {
+	for _, n := range r.nodes {
+		if n.alive {
 			_ = n.h.SyncGlobal(ctx)
 		}
 	}
-	r.rounds++
+}
+
+// nextRound returns the node whose global round falls due first (the
+// lowest index among equals).
+func (r *run) nextRound() *node {
+	next := r.nodes[0]
+	for _, n := range r.nodes[1:] {
+		if n.nextRound < next.nextRound {
+			next = n
+		}
+	}
+	return next
+}
+
+// nodeRound runs the global round of the node due at Unix ms at, if it is
+// live (a lost node's rounds keep their course, for the node that takes
+// its place), and sets its next round the interval ± 20% later. A failed
+// round is part of the scenario.
+func (r *run) nodeRound(ctx context.Context, at int64) {
+	n := r.nextRound()
+	if n.alive {
+		_ = n.h.SyncGlobal(ctx)
+	}
+	gi := r.s.GlobalInterval.Milliseconds()
+	n.nextRound = at + gi - gi/5 + r.roundGaps.Int64N(2*gi/5+1)
 }
 
 // serve sets the clock to the request ev and has it decided by its node
@@ -479,7 +508,7 @@ func (r *run) countCalls(res *Result) {
 	g := &r.global
 	res.Global = GlobalOps{
 		Calls: g.calls.Load(), Failed: g.failed.Load(),
-		PublishedRows: g.published.Load(), DenialRows: g.denials.Load(),
+		PublishedRows: g.published.Load(), DenialRows: g.denials.Load(), Announcements: g.announced.Load(),
 	}
 	res.Global.RowsPerRequest = ratio(res.Global.PublishedRows+res.Global.DenialRows, requests)
 }
