@@ -60,8 +60,10 @@ type run struct {
 	changes    []change // of nodes, in time order
 	nextReplay int64
 	// roundGaps draws the time from a node's global round to its next:
-	// the interval ± 20%, as a real node's loop jitters it.
+	// the interval ± 20%, as a real node's loop jitters it. dueRound is
+	// the node whose global round falls due first.
 	roundGaps *rand.Rand
+	dueRound  *node
 
 	tally tally
 }
@@ -173,6 +175,7 @@ func (r *run) warmUp(ctx context.Context) {
 	for _, n := range r.nodes {
 		n.nextRound = r.start + r.roundGaps.Int64N(gi)
 	}
+	r.dueRound = r.firstRound()
 }
 
 // close lands the replays still in flight and closes every node, which
@@ -241,7 +244,7 @@ func (r *run) advance(ctx context.Context, to int64) error {
 func (r *run) nextDue() (int64, *node) {
 	at := r.nextReplay
 	if r.store != nil {
-		at = min(at, r.nextRound().nextRound)
+		at = min(at, r.dueRound.nextRound)
 	}
 	if len(r.changes) > 0 {
 		at = min(at, r.changes[0].at)
@@ -285,9 +288,9 @@ func (r *run) globalRound(ctx context.Context, at int64) {
 	}
 }
 
-// nextRound returns the node whose global round falls due first (the
+// firstRound returns the node whose global round falls due first (the
 // lowest index among equals).
-func (r *run) nextRound() *node {
+func (r *run) firstRound() *node {
 	next := r.nodes[0]
 	for _, n := range r.nodes[1:] {
 		if n.nextRound < next.nextRound {
@@ -302,12 +305,13 @@ func (r *run) nextRound() *node {
 // its place), and sets its next round the interval ± 20% later. A failed
 // round is part of the scenario.
 func (r *run) nodeRound(ctx context.Context, at int64) {
-	n := r.nextRound()
+	n := r.dueRound
 	if n.alive {
 		_ = n.h.SyncGlobal(ctx)
 	}
 	gi := r.s.GlobalInterval.Milliseconds()
 	n.nextRound = at + gi - gi/5 + r.roundGaps.Int64N(2*gi/5+1)
+	r.dueRound = r.firstRound()
 }
 
 // serve sets the clock to the request ev and has it decided by its node
