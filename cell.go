@@ -138,6 +138,28 @@ func (c *cell) takeBack(cost int64) {
 // confirm records that the origin holds at least n of this writer.
 func (c *cell) confirm(n int64) { raise(&c.acked, n) }
 
+// admittedAtOrigin records taken units the origin admitted for this writer,
+// whose count at the origin is now at least held: it raises admitted by
+// taken and confirms held, together under the cell's lock, so that a merge
+// sees both or neither (with only the first, it would count the units
+// twice: once in the origin's total and once as not yet confirmed).
+func (c *cell) admittedAtOrigin(taken, held int64) {
+	c.lock()
+	defer c.unlock()
+	c.admitted.Add(taken)
+	raise(&c.acked, held)
+}
+
+// heldAtOrigin raises the writer's count and what the origin confirmed of
+// it to n together, under the cell's lock: the origin holds n of this
+// writer, more than it knew of (a stale decision, see decideOnce).
+func (c *cell) heldAtOrigin(n int64) {
+	c.lock()
+	defer c.unlock()
+	raise(&c.admitted, n)
+	raise(&c.acked, n)
+}
+
 // settled clears the doubt over earlier writes once the origin confirmed
 // a count of n: every earlier write carried less, so the origin holds n
 // whether or not they landed. If the cell admitted more since, the doubt
@@ -255,10 +277,17 @@ func (c *cell) strict() int64 {
 // Counts only grow: a lower total changes nothing. It holds the cell's
 // lock, so it never sees a speculative increment in one of regional and
 // speculative but not yet in the other.
+//
+// The total is taken to hold what the origin confirmed (acked) too, when
+// that is more than included: a write confirmed while this total was on
+// its way (an origin decision made while a replay of the cell was in
+// flight) may be in it or not, and counting it as held lets the local view
+// lag until the next write or read, where counting it as unseen would count
+// it twice.
 func (c *cell) merge(total, included int64) {
 	c.lock()
 	defer c.unlock()
-	unseen := max(0, c.admitted.Load()-included)
+	unseen := max(0, c.admitted.Load()-max(included, c.acked.Load()))
 	for {
 		local := c.regional.Load()
 		want := window.Add(total, unseen+c.speculative.Load())
@@ -283,6 +312,22 @@ func (c *cell) mergeRead(total int64) {
 		return
 	}
 	c.merge(total, c.acked.Load())
+}
+
+// mergeWrite merges the total that a write of sent units of this writer
+// returned (a replay). The origin raised the writer's count to sent, or
+// kept it where it was if that was more: a decision of the cell that
+// reached the origin first (while the write was on its way) left it at
+// that decision's count and the units it admitted. While such a decision
+// is in flight, nothing the cell admitted is counted as missing from the
+// total, the way mergeRead does; once it is answered, what it confirmed
+// is (see merge).
+func (c *cell) mergeWrite(total, sent int64) {
+	if c.flags.Load()&flagDeciding != 0 {
+		c.merge(total, c.admitted.Load())
+		return
+	}
+	c.merge(total, sent)
 }
 
 // raiseStrict moves the strict-mode deadline to until if that is later.

@@ -364,7 +364,7 @@ func (r *replayer) flush(ctx context.Context, cells []*cell) {
 		}
 		c.resetFailures()
 		c.confirm(deltas[i].Sent)
-		c.merge(totals[i], deltas[i].Sent)
+		c.mergeWrite(totals[i], deltas[i].Sent)
 		c.settled(deltas[i].Sent)
 		c.clearFlag(flagWriting)
 	}

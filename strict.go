@@ -149,7 +149,10 @@ func (l *Limiter) runDecider(key origin.Cell, d *decider) {
 // call, at the instant of its earliest request, where the previous cell weighs
 // the most. The call carries the cell's count as a writer, pending
 // increments included, and no replay of the cell starts while it is in
-// flight, so the origin sees each increment once, whatever returns first.
+// flight, so the origin sees each increment once, whatever returns first. A
+// replay already on its way may reach the origin after the call and return
+// a total that holds the call's admissions: cell.mergeWrite keeps it from
+// counting them twice.
 // On success it merges the origin's totals into the cells and answers each
 // ticket still waiting; on failure it backs the cell off for OriginBackoff
 // and leaves the tickets undecided.
@@ -232,8 +235,7 @@ func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, ba
 	case err != nil:
 		cur.flags.Or(flagInDoubt)
 	case v.Stale:
-		raise(&cur.admitted, v.Share)
-		cur.confirm(v.Share)
+		cur.heldAtOrigin(v.Share)
 	}
 	return v, batch, err
 }
@@ -288,8 +290,7 @@ func (l *Limiter) answer(cur *cell, c origin.Check, v origin.Verdict, batch []*t
 			taken += c.Asks[i].Cost
 		}
 	}
-	cur.admitted.Add(taken)
-	cur.confirm(c.Sent + taken)
+	cur.admittedAtOrigin(taken, c.Sent+taken)
 	cur.settled(c.Sent + taken)
 	return c.Sent + taken, abandoned
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/memory"
 )
@@ -155,5 +156,102 @@ func TestBatchCountsDecisionInFlight(t *testing.T) {
 	peek.Cost = 0
 	if res, err := l.Ratelimit(ctx, peek); err != nil || res.Current != 10 {
 		t.Fatalf("count after the decision: %+v, %v; want 10", res, err)
+	}
+}
+
+// TestReplayLandingAfterDecisionCountsOnce holds the replay of 9 units of a
+// limit of 10 in flight until the 10th unit has been decided at the origin,
+// then lets it land: the origin already holds the writer's 10 (the decision
+// carried the 9 and added 1), so the replay adds nothing and answers 10.
+// Merged, that total must leave the count at 10, not count the 10th unit
+// again as admitted beyond the 9 the replay sent (the count 11 that denied
+// a cluster's 10th request in 1 of a few hundred runs).
+func TestReplayLandingAfterDecisionCountsOnce(t *testing.T) {
+	g := newGatedOrigin(false)
+	ticks := make(chan time.Time) // never fires: the test runs the replays
+	l, h := newDriven(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1}, drive.Options{ReplayTicks: ticks})
+	t.Cleanup(g.open) // before the limiter's Close, which flushes
+	ctx := context.Background()
+	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
+	for i := range 9 {
+		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+			t.Fatalf("unit %d: %+v, %v", i+1, res, err)
+		}
+	}
+	flushed := make(chan struct{})
+	go func() { h.Flush(); close(flushed) }()
+	<-g.reached // the replay of the 9 units waits at the gate
+	if tenth, err := l.Ratelimit(ctx, r); err != nil || !tenth.Success || tenth.Current != 10 {
+		t.Fatalf("unit 10, decided at the origin: %+v, %v; want admitted with Current 10", tenth, err)
+	}
+	g.open()
+	<-flushed // the replay landed and its total is merged
+	peek := r
+	peek.Cost = 0
+	if res, err := l.Ratelimit(ctx, peek); err != nil || res.Current != 10 {
+		t.Fatalf("count after the replay landed: %+v, %v; want 10", res, err)
+	}
+}
+
+// answerGate makes every Decide at the origin at once and holds its answer
+// until release is closed; reached is closed when the first one was made.
+type answerGate struct {
+	origin.Origin
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *answerGate) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
+	v, err := g.Origin.Decide(ctx, c)
+	g.once.Do(func() { close(g.reached) })
+	<-g.release
+	return v, err
+}
+
+// TestReplayAnsweredBeforeDecisionCountsOnce sends the replay of 4 units of
+// a limit of 10 and holds it before the origin; 5 more units are admitted
+// locally, and the 10th is decided at the origin, whose answer is held.
+// The replay then lands above the decision (the origin holds the writer's
+// 10 already, and answers 10) and is merged while the decision is still
+// in flight: the 5 units admitted after the replay was sent are in that
+// total, through the decision, and must not be added to it again. Once the
+// decision is answered, the count is 10.
+func TestReplayAnsweredBeforeDecisionCountsOnce(t *testing.T) {
+	decisions := &answerGate{Origin: memory.New(nil), reached: make(chan struct{}), release: make(chan struct{})}
+	g := &gatedOrigin{Origin: decisions, reached: make(chan struct{}), release: make(chan struct{})}
+	ticks := make(chan time.Time) // never fires: the test runs the replays
+	l, h := newDriven(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1}, drive.Options{ReplayTicks: ticks})
+	t.Cleanup(g.open)
+	ctx := context.Background()
+	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
+	spend := func(from, to int) {
+		for i := from; i <= to; i++ {
+			if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+				t.Fatalf("unit %d: %+v, %v", i, res, err)
+			}
+		}
+	}
+	spend(1, 4)
+	flushed := make(chan struct{})
+	go func() { h.Flush(); close(flushed) }()
+	<-g.reached // the replay of 4 units waits before the origin
+	spend(5, 9)
+	tenth := make(chan sluice.Response, 1)
+	go func() {
+		res, _ := l.Ratelimit(ctx, r) // 10 > 10 - margin: decided at the origin
+		tenth <- res
+	}()
+	<-decisions.reached // the origin holds 10 of the writer; the answer waits
+	g.open()
+	<-flushed // the replay landed and its total (10) is merged
+	close(decisions.release)
+	if res := <-tenth; !res.Success || res.Current != 10 {
+		t.Fatalf("unit 10, decided at the origin: %+v; want admitted with Current 10", res)
+	}
+	peek := r
+	peek.Cost = 0
+	if res, err := l.Ratelimit(ctx, peek); err != nil || res.Current != 10 {
+		t.Fatalf("count after the decision was answered: %+v, %v; want 10", res, err)
 	}
 }
