@@ -14,6 +14,7 @@ const (
 	DefaultTimeout             = 5 * time.Second
 	DefaultCursorOverlap       = 5 * time.Second
 	DefaultChunkRows           = 500
+	DefaultPageRows            = 50_000
 	DefaultMigrationWait       = 30 * time.Second
 	DefaultConsecutiveFailures = 3
 	DefaultOpenTimeout         = 3 * time.Second
@@ -24,6 +25,9 @@ const (
 // takes at most about 6 KB of statement (escaped bytes), so a statement
 // stays under 16 MB, MariaDB's default max_allowed_packet (MySQL 8: 64 MB).
 const MaxChunkRows = 1000
+
+// MaxPageRows bounds Config.PageRows.
+const MaxPageRows = 10_000_000
 
 // Limits of the stored identity, in bytes. Longer fields are rejected with
 // [ErrInvalidInput] before anything is sent. They are twice the server's
@@ -64,6 +68,17 @@ type Config struct {
 	// ChunkRows is the number of rows per INSERT statement (at most
 	// MaxChunkRows). Default 500.
 	ChunkRows int
+
+	// PageRows bounds the changed rows one Pull reads (at most
+	// MaxPageRows): where more rows changed since the cursor, a Pull
+	// reads the cells of the oldest PageRows of them (and of any other row
+	// changed at the same instant as the last) and returns a cursor at the
+	// last, so that the next pulls go on from there, a page each, where
+	// one read of them all would outlast Timeout and never move the
+	// cursor (a node starting next to a large table, or a backlog after
+	// an outage). Default 50,000: about half a second of MariaDB's reads
+	// on a 2-core VM.
+	PageRows int
 
 	// MigrationWait bounds how long New waits for another node's
 	// migrations (GET_LOCK). Default 30s.
@@ -113,6 +128,9 @@ func (c Config) Validate() error {
 	if c.ChunkRows < 0 || c.ChunkRows > MaxChunkRows {
 		errs = append(errs, fmt.Errorf("chunk rows %d is outside [0, %d]", c.ChunkRows, MaxChunkRows))
 	}
+	if c.PageRows < 0 || c.PageRows > MaxPageRows {
+		errs = append(errs, fmt.Errorf("page rows %d is outside [0, %d]", c.PageRows, MaxPageRows))
+	}
 	if c.MigrationWait < 0 {
 		errs = append(errs, fmt.Errorf("migration wait %v is negative", c.MigrationWait))
 	}
@@ -138,6 +156,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ChunkRows == 0 {
 		c.ChunkRows = DefaultChunkRows
+	}
+	if c.PageRows == 0 {
+		c.PageRows = DefaultPageRows
 	}
 	if c.MigrationWait == 0 {
 		c.MigrationWait = DefaultMigrationWait

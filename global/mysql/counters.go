@@ -134,20 +134,25 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 // database clock at the statement's start. The cursor it returns is that
 // clock minus Config.CursorOverlap, so cells changed within the overlap
 // are reported again by the next Pull.
+//
+// From a cursor that is not recent (see pullStatement), it reads only the
+// cells of the oldest Config.PageRows rows changed after it (a page, see
+// readPage), and where more rows changed, returns the instant before the
+// page's last change instead, if that is earlier: the next Pull goes on
+// from there.
 func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, err
 	}
-	var r read
+	r := read{now: now}
+	query, cells := s.pullStatement(s.q.pull, s.q.pullPage, region, cursor, now)
 	err := s.do(ctx, OpPull, func(ctx context.Context, t *tally) error {
-		return r.run(ctx, t, s.db, s.q.pull,
-			[]byte(region), []byte(region), cursorTime(int64(cursor)), now, // the cells
-			now-activeFor, []byte(region)) // the clock and the regions
+		return r.run(ctx, t, s.db, query, append(cells, now-activeFor, []byte(region))...) // the cells, the clock and the regions
 	})
 	if err != nil {
 		return global.Pull{}, err
 	}
-	return r.pull(s.cfg.CursorOverlap), nil
+	return r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows), nil
 }
 
 // PullWithDenials implements [global.PullerWithDenials]: Pull and Denials
@@ -156,16 +161,37 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	var r read
+	r := read{now: now}
+	query, args := s.pullStatement(s.q.both, s.q.bothPage, region, cursor, now)
+	args = append(args, cursorTime(int64(denialCursor)), now, []byte(region), // the denials
+		now-activeFor, []byte(region)) // the clock and the regions
 	err := s.do(ctx, OpPullWithDenials, func(ctx context.Context, t *tally) error {
-		return r.run(ctx, t, s.db, s.q.both,
-			[]byte(region), []byte(region), cursorTime(int64(cursor)), now, // the cells
-			cursorTime(int64(denialCursor)), now, []byte(region), // the denials
-			now-activeFor, []byte(region)) // the clock and the regions
+		return r.run(ctx, t, s.db, query, args...)
 	})
 	if err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	p := r.pull(s.cfg.CursorOverlap)
-	return p, r.denials, p.Next, nil
+	return r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows), r.denials, r.clockNext(s.cfg.CursorOverlap), nil
+}
+
+// pagedAfter is how much older than now, beyond Config.CursorOverlap, a
+// cursor must be for a pull to read a page rather than every change: a
+// node's pulls one interval apart keep their cursor within the overlap and
+// an interval of now, while a node's first pull, and its pulls after
+// failures, start from further back.
+const pagedAfter = 10 * time.Second
+
+// pullStatement returns the statement of a pull from cursor at now (all, a
+// whole read, or paged, a page) and the arguments of its cells' part. A
+// cursor counts as recent while it is within CursorOverlap and pagedAfter
+// of now, by the limiter's clock: a skew between that clock and the
+// database's only moves the point where pulls change statement, and a whole
+// read that outlasts the store's Timeout leaves the cursor where it was, so
+// that the pulls after it page.
+func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, now int64) (string, []any) {
+	from := cursorTime(int64(cursor))
+	if int64(cursor)/1000 >= now-(s.cfg.CursorOverlap+pagedAfter).Milliseconds() {
+		return all, []any{[]byte(region), []byte(region), from, now}
+	}
+	return paged, []any{[]byte(region), []byte(region), from, s.cfg.PageRows}
 }

@@ -80,5 +80,5 @@ func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor
 	if err != nil {
 		return nil, cursor, err
 	}
-	return r.denials, r.next(s.cfg.CursorOverlap), nil
+	return r.denials, r.clockNext(s.cfg.CursorOverlap), nil
 }

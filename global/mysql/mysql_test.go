@@ -397,3 +397,103 @@ func TestLateCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestPullPages: where more rows changed after the cursor than PageRows,
+// a pull reads the cells of the oldest PageRows of them (and of the rest of
+// the last one's statement, changed at the same instant) and returns a
+// cursor at the last, and the pulls that follow read the rest, a page
+// each, until one reads nothing. Every cell is read once at least, with the
+// counts of all its regions, those changed in other pages included.
+func TestPullPages(t *testing.T) {
+	const pageRows, chunkRows = 10, 4
+	s := openStore(t, Config{PageRows: pageRows, ChunkRows: chunkRows, CursorOverlap: time.Microsecond})
+	want := map[origin.Cell]int64{}
+	publish := func(region string, counts ...global.Count) {
+		t.Helper()
+		if err := s.Publish(ctx, region, counts, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows int
+	for i := range 35 { // one statement each; every fifth cell has an older row of region c
+		c := testCell(fmt.Sprintf("page-%02d", i), seq)
+		want[c] = int64(i + 1)
+		if i%5 == 0 {
+			publish("c", global.Count{Cell: c, Count: 100, ExpiresAt: now + 60_000})
+			want[c], rows = want[c]+100, rows+1
+		}
+		publish("a", global.Count{Cell: c, Count: int64(i + 1), ExpiresAt: now + 60_000})
+		rows++
+	}
+	var batch []global.Count // two statements of 4 rows, changed at one instant each
+	for i := range 8 {
+		c := testCell(fmt.Sprintf("chunk-%02d", i), seq)
+		want[c] = 7
+		batch = append(batch, global.Count{Cell: c, Count: 7, ExpiresAt: now + 60_000})
+	}
+	publish("a", batch...)
+	rows += len(batch)
+
+	got := map[origin.Cell]int64{}
+	var cursor global.Cursor
+	pulls := 0
+	for ; pulls < 20; pulls++ {
+		p, err := s.Pull(ctx, "b", cursor, now, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Cells) == 0 {
+			break
+		}
+		if len(p.Cells) > pageRows+chunkRows-1 {
+			t.Fatalf("pull %d read %d cells, want at most a page of %d rows and the rest of a statement", pulls, len(p.Cells), pageRows)
+		}
+		if p.Next <= cursor {
+			t.Fatalf("pull %d: cursor %d does not move on from %d", pulls, p.Next, cursor)
+		}
+		for _, c := range p.Cells {
+			got[c.Cell] = max(got[c.Cell], c.Others)
+		}
+		cursor = p.Next
+	}
+	if pulls < rows/pageRows {
+		t.Errorf("%d pulls read %d changed rows: want pages of %d", pulls, rows, pageRows)
+	}
+	for c, n := range want {
+		if got[c] != n {
+			t.Errorf("%s: read %d, want %d", c.Key.Identifier, got[c], n)
+		}
+	}
+}
+
+// TestPullPagesOnlyFromAnOldCursor: a pull from a cursor within the overlap
+// and pagedAfter of now reads every changed cell at once, however many;
+// from an older cursor it reads a page.
+func TestPullPagesOnlyFromAnOldCursor(t *testing.T) {
+	const pageRows = 10
+	s := openStore(t, Config{PageRows: pageRows})
+	wall := time.Now().UnixMilli()
+	var counts []global.Count
+	for i := range 25 {
+		counts = append(counts, global.Count{Cell: testCell(fmt.Sprintf("recent-%02d", i), wall/60_000), Count: 5, ExpiresAt: wall + 120_000})
+	}
+	if err := s.Publish(ctx, "a", counts, wall); err != nil {
+		t.Fatal(err)
+	}
+	clock := dbClock(t, s)
+	for _, tc := range []struct {
+		name  string
+		since time.Duration // the cursor, before the database clock
+		want  int
+	}{
+		{"recent cursor: every cell", 10 * time.Second, 25},
+		{"old cursor: a page", DefaultCursorOverlap + pagedAfter + time.Minute, pageRows},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := s.Pull(ctx, "b", global.Cursor(clock-tc.since.Microseconds()), wall, 1000)
+			if err != nil || len(p.Cells) != tc.want {
+				t.Fatalf("pull: %d cells, %v; want %d", len(p.Cells), err, tc.want)
+			}
+		})
+	}
+}

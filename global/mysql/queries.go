@@ -17,25 +17,52 @@ var errNoClock = errors.New("global/mysql: the read returned no clock row")
 // The reads (a pull, a read of denials, or both at once) are one statement
 // each, a UNION ALL of parts whose rows share one shape, told apart by
 // their first column (a rowKind): workspace, namespace, identifier,
-// duration_ms, seq, a, b, region, expires_at, where a and b are Others and
-// Own for a cell, the limit and the usage for a denial, and the clock and
-// the number of other recent regions for the one clock row. The clock is
-// UTC_TIMESTAMP of the statement, the time it started, so no row the
-// statement misses has a later changed_at or created_at than the clock.
+// duration_ms, seq, a, b, region, expires_at, page_rows, page_last, where
+// a and b are Others and Own for a cell, the limit and the usage for a
+// denial, and the clock and the number of other recent regions for the one
+// clock row. The clock is UTC_TIMESTAMP of the statement, the time it
+// started, so no row the statement misses has a later changed_at or
+// created_at than the clock.
+//
+// A pull from a recent cursor (see Store.pullStatement) reads every cell
+// with a row changed after it, with its expiry, in the statement of the
+// steady state (readCells). A pull from an older one reads a page
+// (readPage): the rows changed after the cursor, in the order of
+// the changed_at index, up to PageRows of them, read from the index alone.
+// It returns the cell of each of those rows, summed over all its rows,
+// with its expiry (the caller leaves out the cells expired at now) and, in
+// page_rows and page_last, how many of the page's rows are the cell's and
+// when the last of them changed: a page whose rows add up to PageRows is
+// full and leaves rows for the next pull. The page drives the join into
+// each of its cells' rows by primary key (STRAIGHT_JOIN, FORCE INDEX):
+// left to itself, the optimizer may read the whole table and look each row
+// up in the page instead, when its statistics lag behind a table that
+// grew fast.
 const (
+	// page takes cursor, PageRows.
+	page = `SELECT id_hash, duration_ms, seq, changed_at FROM {p}counters FORCE INDEX ({p}counters_changed_at)
+  WHERE changed_at > ? ORDER BY changed_at LIMIT ?`
 	// readCells takes region, region, cursor, now.
 	readCells = `SELECT 1, MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
-  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, NULL
+  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, MAX(c.expires_at), NULL, NULL
 FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters WHERE changed_at > ? AND expires_at > ?) AS ch
 JOIN {p}counters AS c ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
 GROUP BY c.id_hash, c.duration_ms, c.seq`
+	// readPage takes region, region, cursor, PageRows.
+	readPage = `SELECT 1, MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
+  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, MAX(c.expires_at),
+  MIN(ch.n), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', MIN(ch.last))
+FROM (SELECT id_hash, duration_ms, seq, COUNT(*) AS n, MAX(changed_at) AS last FROM (` + page + `) AS pg
+  GROUP BY id_hash, duration_ms, seq) AS ch
+STRAIGHT_JOIN {p}counters AS c FORCE INDEX (PRIMARY) ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
+GROUP BY c.id_hash, c.duration_ms, c.seq`
 	// readDenialRows takes cursor, now, region.
-	readDenialRows = `SELECT 2, workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at
+	readDenialRows = `SELECT 2, workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at, NULL, NULL
 FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ?`
 	// readClockRegions takes now - activeFor, region.
 	readClockRegions = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + clockExpr +
-		`, (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?), NULL, NULL`
-	readClock = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + clockExpr + `, 0, NULL, NULL`
+		`, (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?), NULL, NULL, NULL, NULL`
+	readClock = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + clockExpr + `, 0, NULL, NULL, NULL, NULL`
 )
 
 // rowKind tells the parts of a read apart.
@@ -51,7 +78,9 @@ const (
 type queries struct {
 	announce                      string
 	counts, denials               batchInsert
-	pull, readDenials, both       string
+	pull, pullPage                string // Pull: every changed cell, or a page
+	both, bothPage                string // PullWithDenials: the same with the denials
+	readDenials                   string
 	deleteCounters, deleteDenials string
 }
 
@@ -100,8 +129,10 @@ func newQueries(prefix string) queries {
 			tail: " ON DUPLICATE KEY UPDATE seq = seq",
 		},
 		pull:           r.Replace(readCells + " UNION ALL " + readClockRegions),
+		pullPage:       r.Replace(readPage + " UNION ALL " + readClockRegions),
 		readDenials:    r.Replace(readDenialRows + " UNION ALL " + readClock),
 		both:           r.Replace(readCells + " UNION ALL " + readDenialRows + " UNION ALL " + readClockRegions),
+		bothPage:       r.Replace(readPage + " UNION ALL " + readDenialRows + " UNION ALL " + readClockRegions),
 		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
 	}

@@ -15,6 +15,12 @@ type read struct {
 	denials []global.Denial
 	clock   int64 // the database clock at the statement's start, µs since the epoch
 	regions int   // the other regions announced recently
+	// now is the limiter's clock of the read (Unix ms): cells that expired
+	// by then are left out of cells.
+	now int64
+	// pageRows is the number of rows a pull's page took, and pageLast the
+	// changed_at of the last of them, µs since the epoch (see readCells).
+	pageRows, pageLast int64
 }
 
 // run sends the read statement query with args and scans its rows into r.
@@ -29,12 +35,17 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 	for rows.Next() {
 		var kind rowKind
 		var ws, ns, id, region []byte
-		var dur, seq, a, b, expires sql.NullInt64
-		if err := rows.Scan(&kind, &ws, &ns, &id, &dur, &seq, &a, &b, &region, &expires); err != nil {
+		var dur, seq, a, b, expires, pageRows, pageLast sql.NullInt64
+		if err := rows.Scan(&kind, &ws, &ns, &id, &dur, &seq, &a, &b, &region, &expires, &pageRows, &pageLast); err != nil {
 			return err
 		}
 		switch kind {
 		case kindCell:
+			r.pageRows += pageRows.Int64
+			r.pageLast = max(r.pageLast, pageLast.Int64)
+			if expires.Int64 <= r.now {
+				continue // expired: read for the page's count only
+			}
 			r.cells = append(r.cells, global.Imported{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Others: a.Int64, Own: b.Int64})
 		case kindDenial:
 			r.denials = append(r.denials, global.Denial{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64),
@@ -54,12 +65,34 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 	return nil
 }
 
-// next returns the cursor for the next read: the clock minus overlap.
-func (r *read) next(overlap time.Duration) global.Cursor {
+// clockNext returns the cursor for the next read of what is not paged
+// (the denials): the clock minus overlap.
+func (r *read) clockNext(overlap time.Duration) global.Cursor {
 	return global.Cursor(max(r.clock-overlap.Microseconds(), 0))
 }
 
-// pull returns r as the answer of a Pull, this region counted.
-func (r *read) pull(overlap time.Duration) global.Pull {
-	return global.Pull{Cells: r.cells, Regions: r.regions + 1, Next: r.next(overlap)}
+// next returns the cursor for the next pull after one from cursor whose
+// pages hold pageRows rows: the clock minus overlap, or, after a full page,
+// the instant before its last row's change if that is earlier, so that
+// the next pull reads again the rows changed at that instant (the page
+// may have taken some of them only) and goes on. No row changed that long
+// ago can still commit: it is before the overlap. Only where a whole page
+// changed at one instant (more than pageRows rows written in one
+// microsecond) does the next pull go on after that instant instead, the
+// rest of those rows left for their next change.
+func (r *read) next(cursor global.Cursor, overlap time.Duration, pageRows int) global.Cursor {
+	next := r.clockNext(overlap)
+	if r.pageRows < int64(pageRows) {
+		return next
+	}
+	resume := global.Cursor(r.pageLast - 1)
+	if resume <= cursor {
+		resume = global.Cursor(r.pageLast)
+	}
+	return min(next, resume)
+}
+
+// pull returns r as the answer of a Pull from cursor, this region counted.
+func (r *read) pull(cursor global.Cursor, overlap time.Duration, pageRows int) global.Pull {
+	return global.Pull{Cells: r.cells, Regions: r.regions + 1, Next: r.next(cursor, overlap, pageRows)}
 }
