@@ -62,7 +62,9 @@ type Imported struct {
 // Pull is the answer of [Store.Pull].
 type Pull struct {
 	// Cells holds every active cell changed since the cursor passed in
-	// (possibly more: a cell may be reported again).
+	// (possibly more: a cell may be reported again), or, where a store
+	// reads a large backlog a page at a time, those of the oldest changes,
+	// the others coming with the Pulls from Next.
 	Cells []Imported
 	// Regions is the number of regions that announced themselves
 	// recently (see [Store.Announce]), this one included. It is
@@ -111,7 +113,10 @@ type Store interface {
 	// Pull returns, for every cell changed since cursor and still active at
 	// now, the sum of the other regions' counts and region's own count.
 	// Regions announced within the last activeFor milliseconds are counted
-	// in Pull.Regions.
+	// in Pull.Regions. A store may return only the cells of the oldest
+	// changes (a page) when many changed, with a Next from which the
+	// following Pulls read the rest; every change is read by a Pull in the
+	// end.
 	Pull(ctx context.Context, region string, cursor Cursor, now, activeFor int64) (Pull, error)
 
 	// EmitDenials records denials. A cell already recorded (same identity

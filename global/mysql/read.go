@@ -19,7 +19,7 @@ type read struct {
 	// by then are left out of cells.
 	now int64
 	// pageRows is the number of rows a pull's page took, and pageLast the
-	// changed_at of the last of them, µs since the epoch (see readCells).
+	// changed_at of the last of them, µs since the epoch (see readPage).
 	pageRows, pageLast int64
 }
 
