@@ -34,6 +34,15 @@ const regionsActiveFor = 6
 // regionsActiveFor, so that a live region never lapses.
 const announceEvery = regionsActiveFor / 2
 
+// publishLag is how many global intervals the publication rule expects a
+// region's row to take before the other regions count it: on average half
+// an interval to the round of a node that writes it, half to the pulls of
+// the other regions' nodes, and the jitter of both. Measured against 1, 2
+// and 3 on the accuracy report's multi-region scenarios and scale-1m
+// (docs/consistency.md), 1.5 writes the fewest rows that leave every
+// scenario's over-admission where it was.
+const publishLag = 1.5
+
 // globalState is owned by the global loop's goroutine (or by a caller of
 // syncGlobal, which takes the same lock).
 type globalState struct {
@@ -41,8 +50,9 @@ type globalState struct {
 	// and never changed (zero without a global layer).
 	cfg GlobalConfig
 	// published is, per cell, the highest count of this region known to
-	// be stored: what this node published, or a pull read back.
-	published map[origin.Cell]int64
+	// be stored (what this node published, or a pull read back) and when
+	// it was last seen to rise.
+	published map[origin.Cell]stored
 	// regions is the number of regions present at the last pull (≥ 1).
 	regions int
 	// cursor and denialCursor are where the last pull and denial sync
@@ -56,6 +66,13 @@ type globalState struct {
 	// pendingDenials holds the denials drained from the queue and not
 	// written yet.
 	pendingDenials []global.Denial
+}
+
+// stored is a cell's count of this region known to be in the global store,
+// and the time (Unix ms, the limiter's clock) when this node last saw it
+// rise: when it wrote it, or when a pull read it back higher.
+type stored struct {
+	count, at int64
 }
 
 // GlobalStats describes one round of the global layer, for an [Observer].
@@ -203,22 +220,27 @@ func (st *GlobalStats) fail(err error) {
 // changed since it was last published and passes the publication rule.
 //
 // The rule: a region publishes a cell's count once what it holds back (its
-// count above what it has stored) reaches 1/(2R) of the cell's headroom, R
-// being the number of regions present and the headroom the limit less what
-// this region knows of the window's usage (its stored count, the other
-// regions' and the previous cell's weight, up to the limit); see
-// publishable. Every region holds back less than 1/(2R) of the headroom it
-// sees, so all of them together hold back less than half of it: what no
-// other region can see never uses up the limit on its own. A cell far from
-// its limit writes a row only when its count has grown by a sizeable share
-// of what is left, or none at all; as the usage nears the limit the share
-// shrinks to every change. The first row of a cell no region has published
-// comes at limit/(2R), so a cell that stays below it in every region writes
-// none. Rows already stored by another node of this region are not written
-// again (see pull).
+// count above what it has stored), together with what it expects to admit
+// at its present pace before the other regions count a row, reaches 1/R of
+// the cell's headroom, R being the number of regions present and the
+// headroom the limit less what this region knows of the window's usage (its
+// stored count, the other regions' and the previous cell's weight, up to
+// the limit; 2 when this region sees no other, so that a region that
+// appears within a window finds most of what was spent); see publishable.
+// Every region holds back less than 1/R of
+// the headroom it sees by the time the others can see its row, so all of
+// them together hold back less than all of it: what no other region can
+// see never uses up the limit on its own. A counter that grows slowly holds
+// back nearly its whole share and writes few rows; one that grows fast
+// publishes at as little as 1/(2.5R) of the headroom, before its pace
+// spends the rest unseen. A cell far from its limit writes a row only when
+// its count has grown by a sizeable share of what is left, or none at all;
+// as the usage nears the limit the share shrinks to every change. Rows
+// already stored by another node of this region are not written again
+// (see pull).
 func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
-	regions := int64(max(g.regions, 1))
+	regions := int64(max(g.regions, 2)) // alone, as if one more region were present: see publish
 	var counts []global.Count
 	for k := range g.published {
 		if expired(k, now) { // a cell the janitor evicted early is forgotten here too
@@ -230,7 +252,7 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 			continue // the janitor evicts it
 		}
 		n, last := c.committed(), g.published[k]
-		if n <= last || !l.publishable(k, c, n-last, last, regions, now) {
+		if n <= last.count || !l.publishable(k, c, n-last.count, last, regions, now) {
 			continue
 		}
 		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
@@ -243,16 +265,24 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 		return
 	}
 	for _, c := range counts {
-		g.published[c.Cell] = c.Count
+		g.published[c.Cell] = stored{count: c.Count, at: now}
 	}
 	st.Published = len(counts)
 }
 
 // publishable reports whether cell k, whose region holds back held units
-// above the last count stored, is to be published now: once held reaches
-// 1/(2R) of the headroom (see publish), or with drive.Options.PublishShare
-// set, once the cell's count reaches that share of its limit and at every
-// change after that.
+// above the count stored (last), is to be published now (see publish), or
+// with drive.Options.PublishShare set, once the cell's count reaches that
+// share of its limit and at every change after that.
+//
+// The region's pace is held over the time since its stored count last rose
+// (since the window began, for a count never stored), but over one global
+// interval at least: a count that rose a moment ago tells nothing of a
+// pace. What it expects to admit before the other regions count a row is
+// that pace over publishLag intervals, so a region publishes once
+// held × (1 + publishLag × interval / span) × R reaches the headroom: at
+// 1/(2.5R) of it when its count last rose within an interval, nearing 1/R
+// as the span grows.
 //
 // The headroom is the limit less the count stored, the other regions' and,
 // while k is the current cell, the weighted count of the cell before it,
@@ -260,15 +290,16 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 // weight can change the answer: a cell that publishes with no weight
 // publishes with any, and one held back under the most the previous cell
 // can weigh (the whole limit) is held back under any.
-func (l *Limiter) publishable(k origin.Cell, c *cell, held, last, regions, now int64) bool {
+func (l *Limiter) publishable(k origin.Cell, c *cell, held int64, last stored, regions, now int64) bool {
 	limit := c.limit.Load()
 	if share := l.drive.PublishShare; share > 0 {
-		return last > 0 || float64(held) >= share*float64(limit)
+		return last.count > 0 || float64(held) >= share*float64(limit)
 	}
-	reaches := func(headroom int64) bool { // held*2R ≥ headroom, without overflow
-		return headroom <= 0 || held > (headroom-1)/(2*regions)
+	expected := float64(held) * l.paceFactor(k, last, now) * float64(regions)
+	reaches := func(headroom int64) bool {
+		return headroom <= 0 || expected >= float64(headroom)
 	}
-	headroom := limit - window.Add(last, c.importedCount())
+	headroom := limit - window.Add(last.count, c.importedCount())
 	if reaches(headroom) {
 		return true
 	}
@@ -278,6 +309,21 @@ func (l *Limiter) publishable(k origin.Cell, c *cell, held, last, regions, now i
 	}
 	prev := l.cells.loadPrevious(l.cells.keyHash(&k.Key), &k)
 	return prev != nil && reaches(headroom-pos.Weighted(min(prev.count(), limit)))
+}
+
+// paceFactor is 1 + publishLag × interval / span, span being the time
+// since the stored count of k last rose (last.at, or the start of k's
+// window if it was never stored), one interval at least: the factor by
+// which a region's pace would multiply what it holds back by the time the
+// other regions count its row (see publishable).
+func (l *Limiter) paceFactor(k origin.Cell, last stored, now int64) float64 {
+	interval := max(l.global.cfg.Interval.Milliseconds(), 1)
+	since := last.at
+	if last.count == 0 {
+		since = k.Sequence * k.Duration.Milliseconds()
+	}
+	span := max(now-since, interval)
+	return 1 + publishLag*float64(interval)/float64(span)
 }
 
 // expiresAt is the end of the window after cell k's: past it, k weighs
@@ -317,8 +363,8 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		c := l.globalCell(imp.Cell)
 		c.raiseImported(imp.Others)
 		c.floor(imp.Own)
-		if imp.Own > g.published[imp.Cell] {
-			g.published[imp.Cell] = imp.Own
+		if imp.Own > g.published[imp.Cell].count {
+			g.published[imp.Cell] = stored{count: imp.Own, at: now}
 		}
 	}
 	st.Pulled = len(p.Cells)

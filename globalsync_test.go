@@ -621,11 +621,15 @@ func (s *writesByRegion) of(region, call string) int {
 }
 
 // TestPublicationFollowsHeadroom walks one counter of two regions through
-// the publication rule: the first row at limit/(2R), then a row only once a
-// region holds back 1/(2R) of the headroom it sees (the limit less its
-// stored count, the other region's and the previous cell's weight). The
-// share shrinks as the counts grow, to every change near the limit and at
-// the start of a window that follows a full one.
+// the publication rule: a region writes a row once what it holds back,
+// multiplied by its pace's factor 1 + 1.5 × interval / span (span: the
+// time since its stored count last rose, or since the window began, one
+// interval of 5 s at least), reaches 1/R of the headroom it sees (the limit
+// less its stored count, the other region's and the previous cell's
+// weight). A counter that grew over minutes holds back nearly half the
+// headroom; one that grows within an interval publishes at a fifth of it.
+// The share shrinks as the counts grow, to every change near the limit and
+// at the start of a window that follows a full one.
 func TestPublicationFollowsHeadroom(t *testing.T) {
 	const limit, d = 1000, 10 * time.Minute
 	clock := &virtualClock{}
@@ -642,21 +646,23 @@ func TestPublicationFollowsHeadroom(t *testing.T) {
 		after  time.Duration // the clock moves on by this before the request
 		stored [2]int64      // each region's stored count of the current cell after a round
 	}{
-		{"249 is under limit/(2R) = 250", 0, 249, 0, [2]int64{0, 0}},
-		{"250 reaches it", 0, 1, 0, [2]int64{250, 0}},
-		{"187 held back is under a quarter of the headroom, 750", 0, 187, 0, [2]int64{250, 0}},
-		{"188 reaches it", 0, 1, 0, [2]int64{438, 0}},
-		{"region 1: 140 is under a quarter of 1000-438", 1, 140, 0, [2]int64{438, 0}},
-		{"141 reaches it", 1, 1, 0, [2]int64{438, 141}},
-		{"region 1 spends 250, over a quarter of 1000-438-141", 1, 250, 0, [2]int64{438, 391}},
-		{"headroom 171: 42 held back is under a quarter", 0, 42, 0, [2]int64{438, 391}},
-		{"43 reaches it", 0, 1, 0, [2]int64{481, 391}},
-		{"region 1 spends 100, over a quarter of 128", 1, 100, 0, [2]int64{481, 491}},
-		{"headroom 28: 6 held back is under a quarter", 0, 6, 0, [2]int64{481, 491}},
-		{"7 reaches it", 0, 1, 0, [2]int64{488, 491}},
-		{"region 1 spends 19, over a quarter of 21", 1, 19, 0, [2]int64{488, 510}},
-		{"headroom 2: every change", 0, 1, 0, [2]int64{489, 510}},
-		{"the next window, the previous cell weighing 998 of 999", 0, 1, d + d/1000, [2]int64{1, 0}},
+		{"487 over 5 minutes: 487 × 1.025 × 2 is under 1000", 0, 487, 5 * time.Minute, [2]int64{0, 0}},
+		{"488 reaches it", 0, 1, 0, [2]int64{488, 0}},
+		{"102 at once: 102 × 2.5 × 2 is under 1000-488", 0, 102, 0, [2]int64{488, 0}},
+		{"103 reaches it", 0, 1, 0, [2]int64{591, 0}},
+		{"region 1, 199 over 5 minutes: 199 × 2.05 is under 1000-591", 1, 199, 0, [2]int64{591, 0}},
+		{"200 reaches it", 1, 1, 0, [2]int64{591, 200}},
+		{"a minute on, 92 × 1.125 × 2 is under 1000-591-200", 0, 92, time.Minute, [2]int64{591, 200}},
+		{"93 reaches it", 0, 1, 0, [2]int64{684, 200}},
+		{"region 1 a minute on: 51 × 2.25 is under 116", 1, 51, 0, [2]int64{684, 200}},
+		{"52 reaches it", 1, 1, 0, [2]int64{684, 252}},
+		{"region 0 at once: 12 × 5 is under 64", 0, 12, 0, [2]int64{684, 252}},
+		{"13 reaches it", 0, 1, 0, [2]int64{697, 252}},
+		{"region 1 spends 45 at once, over a fifth of 51", 1, 45, 0, [2]int64{697, 297}},
+		{"headroom 6: 1 × 5 is under it", 0, 1, 0, [2]int64{697, 297}},
+		{"2 reach it", 0, 1, 0, [2]int64{699, 297}},
+		{"headroom 4: every change", 0, 1, 0, [2]int64{700, 297}},
+		{"0.6 s into the next window, the previous cell weighing 996 of 997", 0, 1, 4*time.Minute + d/1000, [2]int64{1, 0}},
 	} {
 		clock.advance(step.after)
 		if res, _ := regions[step.region].Ratelimit(ctx, req("shared", limit, step.cost, d, time.Time{})); !res.Success {

@@ -105,7 +105,7 @@ func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 	}
 	if cfg.Global != nil {
 		l.global.cfg = *cfg.Global
-		l.global.published = make(map[origin.Cell]int64)
+		l.global.published = make(map[origin.Cell]stored)
 		if !cfg.Global.DisableDenials {
 			l.denials = make(chan global.Denial, denialQueue)
 			l.denialsFull = make(chan struct{}, 1)
