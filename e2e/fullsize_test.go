@@ -153,8 +153,11 @@ func liveHeap(t *testing.T, nd *node) float64 {
 // fullSizeRows returns, for each identity a region of scale-1m publishes
 // in a window, by rank, its count in each region: the region's requests
 // for it in a minute (traffic is even over the regions) up to its part of
-// the limit, for every identity whose count reaches the first row's
-// threshold (limit / 2R).
+// the limit, for every identity whose count reaches limit / 2R: the first
+// row's threshold until 2026-11-26, when the publication rule began to
+// count each region's pace and to write a counter's first row between
+// limit / 2.5R and limit / R, later for most; so the table holds at least
+// the rows that rule leaves.
 func fullSizeRows() []int64 {
 	var h float64
 	for k := range fullIdentities {
