@@ -624,12 +624,13 @@ func (s *writesByRegion) of(region, call string) int {
 // the publication rule: a region writes a row once what it holds back,
 // multiplied by its pace's factor 1 + 1.5 × interval / span (span: the
 // time since its stored count last rose, or since the window began, one
-// interval of 5 s at least), reaches 1/R of the headroom it sees (the limit
-// less its stored count, the other region's and the previous cell's
-// weight). A counter that grew over minutes holds back nearly half the
-// headroom; one that grows within an interval publishes at a fifth of it.
-// The share shrinks as the counts grow, to every change near the limit and
-// at the start of a window that follows a full one.
+// interval of 5 s at least and three at most), reaches 1/R of the headroom
+// it sees (the limit less its stored count, the other region's and the
+// previous cell's weight). A counter whose count last rose three intervals
+// ago or more holds back a third of the headroom; one that grows within an
+// interval publishes at a fifth of it. The share shrinks as the counts
+// grow, to every change near the limit and at the start of a window that
+// follows a full one.
 func TestPublicationFollowsHeadroom(t *testing.T) {
 	const limit, d = 1000, 10 * time.Minute
 	clock := &virtualClock{}
@@ -646,23 +647,23 @@ func TestPublicationFollowsHeadroom(t *testing.T) {
 		after  time.Duration // the clock moves on by this before the request
 		stored [2]int64      // each region's stored count of the current cell after a round
 	}{
-		{"487 over 5 minutes: 487 × 1.025 × 2 is under 1000", 0, 487, 5 * time.Minute, [2]int64{0, 0}},
-		{"488 reaches it", 0, 1, 0, [2]int64{488, 0}},
-		{"102 at once: 102 × 2.5 × 2 is under 1000-488", 0, 102, 0, [2]int64{488, 0}},
-		{"103 reaches it", 0, 1, 0, [2]int64{591, 0}},
-		{"region 1, 199 over 5 minutes: 199 × 2.05 is under 1000-591", 1, 199, 0, [2]int64{591, 0}},
-		{"200 reaches it", 1, 1, 0, [2]int64{591, 200}},
-		{"a minute on, 92 × 1.125 × 2 is under 1000-591-200", 0, 92, time.Minute, [2]int64{591, 200}},
-		{"93 reaches it", 0, 1, 0, [2]int64{684, 200}},
-		{"region 1 a minute on: 51 × 2.25 is under 116", 1, 51, 0, [2]int64{684, 200}},
-		{"52 reaches it", 1, 1, 0, [2]int64{684, 252}},
-		{"region 0 at once: 12 × 5 is under 64", 0, 12, 0, [2]int64{684, 252}},
-		{"13 reaches it", 0, 1, 0, [2]int64{697, 252}},
-		{"region 1 spends 45 at once, over a fifth of 51", 1, 45, 0, [2]int64{697, 297}},
-		{"headroom 6: 1 × 5 is under it", 0, 1, 0, [2]int64{697, 297}},
-		{"2 reach it", 0, 1, 0, [2]int64{699, 297}},
-		{"headroom 4: every change", 0, 1, 0, [2]int64{700, 297}},
-		{"0.6 s into the next window, the previous cell weighing 996 of 997", 0, 1, 4*time.Minute + d/1000, [2]int64{1, 0}},
+		{"333 over 5 minutes: 333 × 1.5 × 2 is under 1000", 0, 333, 5 * time.Minute, [2]int64{0, 0}},
+		{"334 reaches it", 0, 1, 0, [2]int64{334, 0}},
+		{"133 at once: 133 × 2.5 × 2 is under 1000-334", 0, 133, 0, [2]int64{334, 0}},
+		{"134 reaches it", 0, 1, 0, [2]int64{468, 0}},
+		{"region 1, 177 over 5 minutes: 177 × 3 is under 1000-468", 1, 177, 0, [2]int64{468, 0}},
+		{"178 reaches it", 1, 1, 0, [2]int64{468, 178}},
+		{"a minute on, 117 × 3 is under 1000-468-178", 0, 117, time.Minute, [2]int64{468, 178}},
+		{"118 reaches it", 0, 1, 0, [2]int64{586, 178}},
+		{"region 1 a minute on: 78 × 3 is under 236", 1, 78, 0, [2]int64{586, 178}},
+		{"79 reaches it", 1, 1, 0, [2]int64{586, 257}},
+		{"region 0 at once: 31 × 5 is under 157", 0, 31, 0, [2]int64{586, 257}},
+		{"32 reaches it", 0, 1, 0, [2]int64{618, 257}},
+		{"region 1 spends 118 at once, over a fifth of 125", 1, 118, 0, [2]int64{618, 375}},
+		{"headroom 7: 1 × 5 is under it", 0, 1, 0, [2]int64{618, 375}},
+		{"2 reach it", 0, 1, 0, [2]int64{620, 375}},
+		{"headroom 5: every change", 0, 1, 0, [2]int64{621, 375}},
+		{"0.6 s into the next window, the previous cell weighing 995 of 996", 0, 1, 4*time.Minute + d/1000, [2]int64{1, 0}},
 	} {
 		clock.advance(step.after)
 		if res, _ := regions[step.region].Ratelimit(ctx, req("shared", limit, step.cost, d, time.Time{})); !res.Success {

@@ -34,8 +34,9 @@ import (
 // announcements, a row each. The rows MariaDB read are logged; the
 // simulation does not model them. The load is at the limits because the
 // counters that near them are the ones that write rows: at half the limits
-// two regions each hold back their quarter of a limit unpublished, and
-// the rows are the regions' announcements alone.
+// each of two regions admits a quarter of a limit a window, less than the
+// third it holds back unpublished, and the rows are the regions'
+// announcements alone.
 //
 // Under a load far above the limits the simulation overstates origin
 // decisions (about 2× at 10×): its requests come one at a time, so it

@@ -156,7 +156,7 @@ func liveHeap(t *testing.T, nd *node) float64 {
 // the limit, for every identity whose count reaches limit / 2R: the first
 // row's threshold until 2026-11-26, when the publication rule began to
 // count each region's pace and to write a counter's first row between
-// limit / 2.5R and limit / R, later for most; so the table holds at least
+// limit / 2.5R and limit / 1.5R, later for most; so the table holds at least
 // the rows that rule leaves.
 func fullSizeRows() []int64 {
 	var h float64
