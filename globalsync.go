@@ -234,22 +234,21 @@ func (st *GlobalStats) fail(err error) {
 // the cell's headroom, R being the number of regions present and the
 // headroom the limit less what this region knows of the window's usage (its
 // stored count, the other regions' and the previous cell's weight, up to
-// the limit; 2 when this region sees no other, so that a region that
+// the limit; R is 2 when this region sees no other, so that a region that
 // appears within a window finds most of what was spent); see publishable.
-// Every region holds back less than 1/R of
-// the headroom it sees by the time the others can see its row, so all of
-// them together hold back less than all of it: what no other region can
-// see never uses up the limit on its own. A counter that grows slowly holds
-// back up to 1/(1.5R) of the headroom and writes few rows; one that grows
-// fast publishes at as little as 1/(2.5R) of it, before its pace spends
-// the rest unseen. A cell far from its limit writes a row only when
-// its count has grown by a sizeable share of what is left, or none at all;
-// as the usage nears the limit the share shrinks to every change. Rows
-// already stored by another node of this region are not written again
-// (see pull).
+// Every region holds back less than 1/R of the headroom it sees by the
+// time the others can see its row, so all of them together hold back less
+// than all of it: what no other region can see never uses up the limit on
+// its own. A counter that grows slowly holds back up to 1/(1.5R) of the
+// headroom and writes few rows; one that grows fast publishes at as little
+// as 1/(2.5R) of it, before its pace spends the rest unseen. A cell far
+// from its limit writes a row only when its count has grown by a sizeable
+// share of what is left, or none at all; as the usage nears the limit the
+// share shrinks to every change. Rows already stored by another node of
+// this region are not written again (see pull).
 func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
-	regions := int64(max(g.regions, 2)) // alone, as if one more region were present: see publish
+	regions := int64(max(g.regions, 2)) // alone, as if one more region were present
 	var counts []global.Count
 	for k := range g.published {
 		if expired(k, now) { // a cell the janitor evicted early is forgotten here too

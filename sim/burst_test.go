@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -24,7 +25,7 @@ func lateBurstTrace(ids, windows int, limit int64, load float64) Trace {
 			}
 		}
 	}
-	slices.SortStableFunc(tr.Requests, func(a, b TraceRequest) int { return int(a.Time - b.Time) })
+	slices.SortStableFunc(tr.Requests, func(a, b TraceRequest) int { return cmp.Compare(a.Time, b.Time) })
 	return tr
 }
 
