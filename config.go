@@ -180,7 +180,10 @@ type GlobalConfig struct {
 	// queue length that triggers a write before DenialFlush. Default 100.
 	DenialBatch int
 
-	// DenialFlush is the longest a denial waits before it is written.
+	// DenialFlush is the longest a denial waits before it is written
+	// (checked every DenialFlush). A global round due sooner writes it,
+	// after the round's read, leaving out the cells whose row another
+	// region wrote meanwhile; otherwise it is written between rounds.
 	// Default 1s.
 	DenialFlush time.Duration
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/global"
@@ -13,10 +14,11 @@ import (
 
 // The global layer: regions converge through a global.Store, never on the
 // request path. One goroutine owns the loop: every Interval (±20%) it
-// publishes this region's counts, pulls the other regions' counts and syncs
-// denial rows; every DenialFlush (or as soon as DenialBatch rows wait) it
-// writes the queued denials; every CleanupEvery rounds it deletes expired
-// rows (one node at a time, by the store's lock).
+// pulls the other regions' counts, publishes this region's, reads the
+// denial rows and writes the queued denials; between rounds it writes them
+// when the next round would keep one waiting longer than DenialFlush (or as
+// soon as DenialBatch rows wait); every CleanupEvery rounds it deletes
+// expired rows (one node at a time, by the store's lock).
 
 // denialQueue is the capacity of the queue of denials waiting to be written;
 // a denial that finds it full is dropped (and counted), never waited for.
@@ -101,6 +103,13 @@ type GlobalStats struct {
 // denial flush. Driven by ticks of its own (drive.Options.GlobalTicks), it
 // runs rounds only on those ticks, and denials are written in rounds only,
 // so that a simulation in virtual time stays deterministic.
+//
+// On its own timers it also checks the denial queue every DenialFlush, and
+// writes it then only if the next round would come too late: later than
+// DenialFlush after the oldest denial waiting. Otherwise the round writes
+// it, after its read, which leaves out the cells whose row another region
+// has written meanwhile (see flushDenials). A full queue (DenialBatch) is
+// written at once.
 func (l *Limiter) runGlobal(ctx context.Context) {
 	defer func() {
 		flush, cancel := context.WithTimeout(context.Background(), l.cfg.FlushTimeout)
@@ -108,7 +117,7 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 		l.globalMu.Lock()
 		defer l.globalMu.Unlock()
 		var st GlobalStats
-		l.flushDenials(flush, l.cfg.Clock().UnixMilli(), &st)
+		l.flushDenials(flush, l.cfg.Clock().UnixMilli(), nil, &st)
 		if st.DenialsLost > 0 {
 			l.cfg.Observer.GlobalRound(st)
 		}
@@ -117,8 +126,9 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 	var flush <-chan time.Time // nil: denials are written in rounds only
 	var full <-chan struct{}   // likewise
 	var timer *time.Timer
+	var nextRound int64 // when timer fires (Unix ms, the limiter's clock)
 	if rounds == nil {
-		timer = time.NewTimer(jitter(l.global.cfg.Interval))
+		timer = time.NewTimer(l.nextRound(&nextRound))
 		defer timer.Stop()
 		rounds = timer.C
 		if l.denials != nil {
@@ -134,14 +144,32 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 		case <-rounds:
 			_ = l.syncGlobal(ctx)
 			if timer != nil {
-				timer.Reset(jitter(l.global.cfg.Interval))
+				timer.Reset(l.nextRound(&nextRound))
 			}
 		case <-flush:
-			l.flushDenialsNow(ctx)
+			if l.denialsDue(nextRound) {
+				l.flushDenialsNow(ctx)
+			}
 		case <-full:
 			l.flushDenialsNow(ctx)
 		}
 	}
+}
+
+// nextRound returns the wait until the next round, the global interval ±
+// 20%, and sets *at to when it ends.
+func (l *Limiter) nextRound(at *int64) time.Duration {
+	d := jitter(l.global.cfg.Interval)
+	*at = l.nowMilli() + d.Milliseconds()
+	return d
+}
+
+// denialsDue reports whether the queued denials are to be written now
+// rather than by the round due at nextRound: the oldest of them would wait
+// longer than DenialFlush for it.
+func (l *Limiter) denialsDue(nextRound int64) bool {
+	since := l.denialsSince.Load()
+	return since != 0 && nextRound > since+l.global.cfg.DenialFlush.Milliseconds()
 }
 
 // jitter returns d ± 20%, so that the nodes of a deployment do not write in
@@ -171,7 +199,6 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	var st GlobalStats
 	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
-	l.flushDenials(ctx, now, &st)
 	both, _ := l.global.cfg.Store.(global.PullerWithDenials)
 	if l.global.cfg.DisableCounters || l.global.cfg.DisableDenials {
 		both = nil // one read of the two is enough
@@ -182,11 +209,11 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 		l.publish(ctx, now, &st)
 	}
 	l.announce(ctx, now, &st)
-	if both != nil {
-		l.applyDenials(denials, &st)
-	} else if !l.global.cfg.DisableDenials {
-		l.syncDenials(ctx, now, &st)
+	if both == nil && !l.global.cfg.DisableDenials {
+		denials = l.readDenials(ctx, now, &st)
 	}
+	l.applyDenials(denials, &st)
+	l.flushDenials(ctx, now, denials, &st)
 	l.global.rounds++
 	if l.global.rounds%l.global.cfg.CleanupEvery == 0 {
 		n, err := l.global.cfg.Store.Cleanup(ctx, now, cleanupBatch)
@@ -351,7 +378,7 @@ func expiresAt(k origin.Cell) int64 {
 // entries of a G-Counter only grow).
 //
 // With both set, the denial rows are read in the same call and returned,
-// for the caller to apply after it has published (as syncDenials would).
+// for the caller to apply after it has published (as those readDenials reads).
 func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now int64, st *GlobalStats) []global.Denial {
 	g := &l.global
 	activeFor := regionsActiveFor * l.global.cfg.Interval.Milliseconds()
@@ -409,6 +436,7 @@ func (l *Limiter) emitDenial(q *resolved, cur *cell) {
 	d := global.Denial{Cell: q.current(), Limit: q.limit, Usage: cur.count(), Region: l.cfg.Region, ExpiresAt: expiresAt(q.current())}
 	select {
 	case l.denials <- d:
+		l.denialsSince.CompareAndSwap(0, max(q.t, 1))
 		if len(l.denials) >= l.global.cfg.DenialBatch {
 			select {
 			case l.denialsFull <- struct{}{}:
@@ -427,21 +455,26 @@ func (l *Limiter) flushDenialsNow(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
 	var st GlobalStats
-	l.flushDenials(ctx, l.cfg.Clock().UnixMilli(), &st)
+	l.flushDenials(ctx, l.cfg.Clock().UnixMilli(), nil, &st)
 	if st.DenialsSent > 0 || st.DenialsLost > 0 || st.Err != nil {
 		l.cfg.Observer.GlobalRound(st)
 	}
 }
 
-// flushDenials drains the queue and writes it in batches of DenialBatch.
-// A batch the store refuses is dropped, not retried: a denial is worth
-// something only while its window lasts, and the originating region
-// enforces it anyway.
-func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) {
+// flushDenials drains the queue and writes it in batches of DenialBatch,
+// leaving out the cells of stored, the denial rows the round has just read:
+// the store keeps the first row of a cell, so a row of this node's after
+// another region's would change nothing and only cost a write. (Regions
+// often deny a counter within one round of each other; scale-1m sends 40%
+// fewer denial rows for it, docs/capacity.md.) A batch the store refuses is
+// dropped, not retried: a denial is worth something only while its window
+// lasts, and the originating region enforces it anyway.
+func (l *Limiter) flushDenials(ctx context.Context, now int64, stored []global.Denial, st *GlobalStats) {
 	if l.denials == nil {
 		return
 	}
 	g := &l.global
+	l.denialsSince.Store(0) // before the drain: a denial queued after it sets it again
 	for drained := false; !drained; {
 		select {
 		case d := <-l.denials:
@@ -451,6 +484,16 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 		default:
 			drained = true
 		}
+	}
+	if len(stored) > 0 && len(g.pendingDenials) > 0 {
+		held := make(map[origin.Cell]struct{}, len(stored))
+		for _, d := range stored {
+			held[d.Cell] = struct{}{}
+		}
+		g.pendingDenials = slices.DeleteFunc(g.pendingDenials, func(d global.Denial) bool {
+			_, ok := held[d.Cell]
+			return ok
+		})
 	}
 	st.DenialsLost += int(l.denialsDropped.Swap(0))
 	for len(g.pendingDenials) > 0 {
@@ -466,8 +509,21 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 	g.pendingDenials = nil
 }
 
-// syncDenials applies the denial rows other regions wrote since the last
-// sync to their exact cells: the cell's imported count rises until its usage
+// readDenials reads the denial rows other regions wrote since the last
+// read, for a store that does not read them with the pull.
+func (l *Limiter) readDenials(ctx context.Context, now int64, st *GlobalStats) []global.Denial {
+	g := &l.global
+	ds, next, err := l.global.cfg.Store.Denials(ctx, l.cfg.Region, g.denialCursor, now)
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
+	g.denialCursor = next
+	return ds
+}
+
+// applyDenials applies the denial rows other regions wrote, read by a round,
+// to their exact cells: the cell's imported count rises until its usage
 // reaches the row's (the originator's usage, or its limit for a row without
 // one), so the cell denies what the originator denied, and after the
 // rollover weighs as the previous cell.
@@ -478,18 +534,6 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, st *GlobalStats) 
 // of the region already holds as regional (through the origin, and the
 // pulled Own floor); imported too, it would count twice and the node would
 // deny the rest of the window.
-func (l *Limiter) syncDenials(ctx context.Context, now int64, st *GlobalStats) {
-	g := &l.global
-	ds, next, err := l.global.cfg.Store.Denials(ctx, l.cfg.Region, g.denialCursor, now)
-	if err != nil {
-		st.fail(err)
-		return
-	}
-	g.denialCursor = next
-	l.applyDenials(ds, st)
-}
-
-// applyDenials applies denial rows read from the store (see syncDenials).
 func (l *Limiter) applyDenials(ds []global.Denial, st *GlobalStats) {
 	for _, d := range ds {
 		if d.Region == l.cfg.Region {

@@ -65,6 +65,7 @@ type Limiter struct {
 	denials        chan global.Denial // denials waiting to be written
 	denialsFull    chan struct{}      // DenialBatch denials are waiting
 	denialsDropped atomic.Int64       // denials dropped since the last flush
+	denialsSince   atomic.Int64       // when the oldest queued denial was queued (Unix ms; 0: none)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
