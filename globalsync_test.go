@@ -504,6 +504,50 @@ func TestRegionPublishesEachCountOnce(t *testing.T) {
 	}
 }
 
+// TestPreviousCellReadByANewNodeFollowsTheRule has node a1 spend 10 of a
+// limit of 100 in one window, a share of the headroom its region holds
+// back. In the next window a2, which never served the counter, reads the
+// previous cell's 10 from the origin when it hydrates the counter: it
+// holds the previous cell with the counter's limit and holds its 10 back
+// too, where with no limit it took the cell as over its limit and wrote
+// the row.
+func TestPreviousCellReadByANewNodeFollowsTheRule(t *testing.T) {
+	const limit, d = 100, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(4100*d.Milliseconds() + 1000)
+	shared := memory.New(clock.now)
+	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
+	node := func(region string, o origin.Origin) drivenNode {
+		l, h := newDriven(t, sluice.Config{Region: region, Global: &sluice.GlobalConfig{Store: store}, Origin: o, Clock: clock.now}, drive.Options{
+			GlobalTicks: make(chan time.Time), // never fires: the test syncs
+			ReplayTicks: make(chan time.Time), // likewise: the test flushes
+		})
+		return drivenNode{l, h}
+	}
+	a1, a2, b := node("a", shared), node("a", shared), node("b", nil)
+	nodes := []drivenNode{a1, a2, b}
+	syncAll(t, nodes) // every region announces itself
+	ctx := context.Background()
+	if res, _ := a1.Ratelimit(ctx, req("quiet", limit, 10, d, time.Time{})); !res.Success {
+		t.Fatal("a1 denied 10 of 100")
+	}
+	a1.Flush()
+	clock.advance(time.Second)
+	syncAll(t, nodes)
+	if got := store.of("a"); got != 0 {
+		t.Fatalf("region a wrote %d rows for 10 of 100, want 0", got)
+	}
+	clock.set(4101*d.Milliseconds() + 1000) // the next window
+	if res, _ := a2.Ratelimit(ctx, req("quiet", limit, 1, d, time.Time{})); !res.Success || res.Remaining > limit-1-5 {
+		t.Fatalf("a2: %+v, want the request admitted over the previous cell's weight", res)
+	}
+	clock.advance(time.Second)
+	syncAll(t, nodes)
+	if got := store.of("a"); got != 0 {
+		t.Errorf("region a wrote %d rows after a2 read the previous cell, want 0", got)
+	}
+}
+
 // rowsByRegion counts the count rows published per region.
 type rowsByRegion struct {
 	global.Store

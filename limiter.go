@@ -363,12 +363,19 @@ func (l *Limiter) mergeCounts(q *resolved, cur *cell, counts origin.Counts) {
 }
 
 // mergePrevious raises q's previous cell to a total read from the origin,
-// creating it if needed.
+// creating it if needed. With a global layer, a previous cell that no
+// request used here takes q's limit, the limit its publication rule
+// compares with: with none, the rule would take it as over its limit and
+// publish the region's count at once, whatever share of the headroom it is
+// (a fifth of the rows of scale-1m over two windows were those).
 func (l *Limiter) mergePrevious(q *resolved, total int64) {
 	if total > 0 {
 		pk := q.previous()
 		prev := l.cells.loadOrCreate(q.hash, &pk, max(q.t, 1))
 		prev.mergeRead(total)
+		if l.cfg.Global != nil {
+			prev.limit.CompareAndSwap(0, q.limit)
+		}
 	}
 }
 
