@@ -461,19 +461,10 @@ func TestRegionPublishesEachCountOnce(t *testing.T) {
 	const limit, d = 100, 10 * time.Minute
 	clock := &virtualClock{}
 	clock.set(4000*d.Milliseconds() + 1000)
-	shared := memory.New(clock.now)
 	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
-	node := func(region string, o origin.Origin) drivenNode {
-		l, h := newDriven(t, sluice.Config{Region: region, Global: &sluice.GlobalConfig{Store: store}, Origin: o, Clock: clock.now}, drive.Options{
-			GlobalTicks: make(chan time.Time), // never fires: the test syncs
-			ReplayTicks: make(chan time.Time), // likewise: the test flushes
-		})
-		return drivenNode{l, h}
-	}
-	a1, a2, b := node("a", shared), node("a", shared), node("b", nil)
+	nodes := twoRegionsOneSharedOrigin(t, clock, store)
+	a1, a2, b := nodes[0], nodes[1], nodes[2]
 	ctx := context.Background()
-	nodes := []drivenNode{a1, a2, b}
-	syncAll(t, nodes) // every region announces itself
 	spend := func(n drivenNode, cost int64) {
 		t.Helper()
 		if res, _ := n.Ratelimit(ctx, req("shared", limit, cost, d, time.Time{})); !res.Success {
@@ -515,18 +506,9 @@ func TestPreviousCellReadByANewNodeFollowsTheRule(t *testing.T) {
 	const limit, d = 100, 10 * time.Minute
 	clock := &virtualClock{}
 	clock.set(4100*d.Milliseconds() + 1000)
-	shared := memory.New(clock.now)
 	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
-	node := func(region string, o origin.Origin) drivenNode {
-		l, h := newDriven(t, sluice.Config{Region: region, Global: &sluice.GlobalConfig{Store: store}, Origin: o, Clock: clock.now}, drive.Options{
-			GlobalTicks: make(chan time.Time), // never fires: the test syncs
-			ReplayTicks: make(chan time.Time), // likewise: the test flushes
-		})
-		return drivenNode{l, h}
-	}
-	a1, a2, b := node("a", shared), node("a", shared), node("b", nil)
-	nodes := []drivenNode{a1, a2, b}
-	syncAll(t, nodes) // every region announces itself
+	nodes := twoRegionsOneSharedOrigin(t, clock, store)
+	a1, a2 := nodes[0], nodes[1]
 	ctx := context.Background()
 	if res, _ := a1.Ratelimit(ctx, req("quiet", limit, 10, d, time.Time{})); !res.Success {
 		t.Fatal("a1 denied 10 of 100")
@@ -546,6 +528,25 @@ func TestPreviousCellReadByANewNodeFollowsTheRule(t *testing.T) {
 	if got := store.of("a"); got != 0 {
 		t.Errorf("region a wrote %d rows after a2 read the previous cell, want 0", got)
 	}
+}
+
+// twoRegionsOneSharedOrigin returns nodes a1 and a2 of region "a" on one
+// regional origin and node b of region "b" without one, all on store, with
+// their background rounds driven by the test, after a round in which every
+// region announced itself.
+func twoRegionsOneSharedOrigin(t *testing.T, clock *virtualClock, store global.Store) []drivenNode {
+	t.Helper()
+	shared := memory.New(clock.now)
+	node := func(region string, o origin.Origin) drivenNode {
+		l, h := newDriven(t, sluice.Config{Region: region, Global: &sluice.GlobalConfig{Store: store}, Origin: o, Clock: clock.now}, drive.Options{
+			GlobalTicks: make(chan time.Time), // never fires: the test syncs
+			ReplayTicks: make(chan time.Time), // likewise: the test flushes
+		})
+		return drivenNode{l, h}
+	}
+	nodes := []drivenNode{node("a", shared), node("a", shared), node("b", nil)}
+	syncAll(t, nodes)
+	return nodes
 }
 
 // rowsByRegion counts the count rows published per region.
