@@ -378,7 +378,8 @@ func expiresAt(k origin.Cell) int64 {
 // entries of a G-Counter only grow).
 //
 // With both set, the denial rows are read in the same call and returned,
-// for the caller to apply after it has published (as those readDenials reads).
+// for the caller to apply after it has published, as it applies those
+// readDenials reads.
 func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now int64, st *GlobalStats) []global.Denial {
 	g := &l.global
 	activeFor := regionsActiveFor * l.global.cfg.Interval.Milliseconds()
