@@ -2,8 +2,10 @@ package sluice_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,7 +69,8 @@ func (s *denialLog) log() (calls []call, emits int, denied []string) {
 // TestRoundLeavesOutDenialsAlreadyStored has two regions deny one counter
 // before either round: the first round writes region 0's row, and region
 // 1's round, which reads that row first, leaves its own out (the store
-// keeps the first row of a cell, so it would change nothing).
+// keeps the first row of a cell, so it would change nothing) and reports
+// it (GlobalStats.DenialsLeft).
 func TestRoundLeavesOutDenialsAlreadyStored(t *testing.T) {
 	const limit, d = 100, 10 * time.Minute
 	modes := []struct {
@@ -82,7 +85,15 @@ func TestRoundLeavesOutDenialsAlreadyStored(t *testing.T) {
 			clock := &virtualClock{}
 			clock.set(5000*d.Milliseconds() + 1000)
 			store := newDenialLog()
-			regions := newRegions(t, 2, store, clock, mode.cfg, drive.Options{})
+			left := &leftDenials{}
+			regions := make([]drivenNode, 2)
+			for i := range regions {
+				g := mode.cfg
+				g.Store = store
+				l, h := newDriven(t, sluice.Config{Region: fmt.Sprintf("region-%d", i), Global: &g, Clock: clock.now, Observer: left},
+					drive.Options{GlobalTicks: make(chan time.Time)}) // never fires: the test syncs
+				regions[i] = drivenNode{l, h}
+			}
 			syncAll(t, regions) // both regions present
 			ctx := context.Background()
 			for i, r := range regions {
@@ -98,9 +109,20 @@ func TestRoundLeavesOutDenialsAlreadyStored(t *testing.T) {
 			if _, emits, denied := store.log(); emits != 1 || !slices.Equal(denied, []string{"region-0"}) {
 				t.Errorf("%d denial rows sent, by %v; want region-0's alone", emits, denied)
 			}
+			if n := left.n.Load(); n != 1 {
+				t.Errorf("%d denial rows reported left out, want 1", n)
+			}
 		})
 	}
 }
+
+// leftDenials counts the denial rows the global layer reports left out.
+type leftDenials struct {
+	ignoring
+	n atomic.Int64
+}
+
+func (o *leftDenials) GlobalRound(st sluice.GlobalStats) { o.n.Add(int64(st.DenialsLeft)) }
 
 // TestDenialsWaitForARoundDueInTime runs the global loop on its own timers
 // (in a synctest bubble): a denial is written within DenialFlush either

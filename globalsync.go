@@ -94,6 +94,7 @@ type GlobalStats struct {
 	DenialsSent   int           // denial rows written
 	DenialsSynced int           // denial rows applied to local cells
 	DenialsLost   int           // denial rows dropped (queue full or write failed)
+	DenialsLeft   int           // denial rows not written: another region's row for the cell was just read
 	Cleaned       int           // expired rows deleted by this node
 	Elapsed       time.Duration // wall time of the round
 	Err           error         // the first failure of the round, if any
@@ -491,10 +492,12 @@ func (l *Limiter) flushDenials(ctx context.Context, now int64, stored []global.D
 		for _, d := range stored {
 			held[d.Cell] = struct{}{}
 		}
+		n := len(g.pendingDenials)
 		g.pendingDenials = slices.DeleteFunc(g.pendingDenials, func(d global.Denial) bool {
 			_, ok := held[d.Cell]
 			return ok
 		})
+		st.DenialsLeft += n - len(g.pendingDenials)
 	}
 	st.DenialsLost += int(l.denialsDropped.Swap(0))
 	for len(g.pendingDenials) > 0 {

@@ -20,7 +20,7 @@ func newGlobalMetrics() globalMetrics {
 	return globalMetrics{
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_global_rows_total",
-			Help: "Rows of the global layer by kind: published, pulled, denials_sent, denials_applied, denials_dropped, cleaned.",
+			Help: "Rows of the global layer by kind: published, pulled, denials_sent, denials_applied, denials_dropped, denials_left_out, cleaned.",
 		}, []string{"kind"}),
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_global_rounds_total",
@@ -47,7 +47,8 @@ func (m *Metrics) GlobalRound(st sluice.GlobalStats) {
 	g := m.global
 	for kind, n := range map[string]int{
 		"published": st.Published, "pulled": st.Pulled, "denials_sent": st.DenialsSent,
-		"denials_applied": st.DenialsSynced, "denials_dropped": st.DenialsLost, "cleaned": st.Cleaned,
+		"denials_applied": st.DenialsSynced, "denials_dropped": st.DenialsLost, "denials_left_out": st.DenialsLeft,
+		"cleaned": st.Cleaned,
 	} {
 		if n > 0 {
 			g.rows.WithLabelValues(kind).Add(float64(n))
