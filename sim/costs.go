@@ -23,6 +23,13 @@ type Costs struct {
 	// RedisCallsByCall splits RedisCallsPerRequest by the origin call
 	// whose commands they are.
 	RedisCallsByCall RedisSplit `json:"redis_calls_per_request_by_call"`
+	// RedisKeysWrittenPerRequest is the distinct cells the nodes wrote to
+	// their region's origin (a Redis key each: an identity's window in a
+	// region), divided by the requests: a floor under the Redis commands
+	// per request of any regional store that keeps a key per identity and
+	// window, since writing a key takes at least one command (shared
+	// origin; 0 in cluster mode).
+	RedisKeysWrittenPerRequest float64 `json:"redis_keys_written_per_request"`
 	// PeerCallsPerRequest is the peer RPCs per request (cluster mode).
 	PeerCallsPerRequest float64 `json:"peer_calls_per_request"`
 	// MySQLRowsPerSecond and MySQLStatementsPerSecond are the rows the
@@ -127,6 +134,13 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 // commands returns the commands counted, by call.
 func (c *redisCosts) commands() (load, apply, decide int64) {
 	return c.loadCmds.Load(), c.applyCmds.Load(), c.decideCmds.Load()
+}
+
+// keysWritten returns how many distinct cells were written.
+func (c *redisCosts) keysWritten() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.written))
 }
 
 // expiry returns 1 for the first write of cell (its PEXPIRE), else 0.

@@ -53,7 +53,10 @@ func heapInUse() int64 {
 // picked by a Zipf distribution: identifier 0 gets the most requests and the
 // 100 identities listed are those admitted most above the model; and the
 // modelled Redis commands add up from the calls counted (at least 4 per
-// replayed cell and 2 per load, at most 8 per decision or cell).
+// replayed cell and 2 per load, at most 8 per decision or cell); the keys
+// written, a floor under any store's commands, are at most one per
+// identity and window, and each took this origin at least three commands
+// (an HMGET, an HSET and the PEXPIRE of a new key).
 func TestSkewAndCosts(t *testing.T) {
 	s := Scenario{Name: "skewed", Regions: 1, Nodes: 3, Limit: 10, Window: 10 * time.Second, Windows: 2,
 		Load: 2, Identifiers: 1000, Skew: 1.1, Band: Band{MaxOverPct: 100}}
@@ -80,6 +83,11 @@ func TestSkewAndCosts(t *testing.T) {
 	by := r.RedisCallsByCall
 	if sum := by.Load + by.Apply + by.Decide; math.Abs(sum-r.RedisCallsPerRequest) > 0.001 || by.Load == 0 || by.Apply == 0 || by.Decide == 0 {
 		t.Errorf("Redis commands by call %+v (sum %v), want each above 0 and the sum %v", by, sum, r.RedisCallsPerRequest)
+	}
+	keys := r.RedisKeysWrittenPerRequest * float64(r.Requests)
+	if keys < 1 || keys > float64(s.Identifiers*(s.Windows+1)) || 3*r.RedisKeysWrittenPerRequest > by.Apply+by.Decide+0.0002 {
+		t.Errorf("%.0f keys written (%v per request) for %d identities over %d windows, with %v replay and decision commands per request",
+			keys, r.RedisKeysWrittenPerRequest, s.Identifiers, s.Windows, by.Apply+by.Decide)
 	}
 	if r.CellsPerNode == 0 || r.HeapBytesPerNode < r.CellsPerNode*cellHeapBytes || r.OriginBytesPerNodePerSecond == 0 {
 		t.Errorf("cells %d, heap %d, bytes %v", r.CellsPerNode, r.HeapBytesPerNode, r.OriginBytesPerNodePerSecond)

@@ -126,9 +126,9 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 func costRows(row func(k, format string, args ...any), res Result) {
 	if res.Origin.Kind != OriginCluster {
 		by := res.RedisCallsByCall
-		row("Redis (modelled)", "%s commands per request (loads %s, replays %s, decisions %s), %s per second; %s bytes sent per node per second",
+		row("Redis (modelled)", "%s commands per request (loads %s, replays %s, decisions %s), %s per second; %s bytes sent per node per second; %s keys written per request (the least any store with a key per identity and window needs)",
 			fmtNum(res.RedisCallsPerRequest), fmtNum(by.Load), fmtNum(by.Apply), fmtNum(by.Decide),
-			fmtNum(res.RedisCallsPerSecond), fmtNum(res.OriginBytesPerNodePerSecond))
+			fmtNum(res.RedisCallsPerSecond), fmtNum(res.OriginBytesPerNodePerSecond), fmtNum(res.RedisKeysWrittenPerRequest))
 	}
 	if res.Regions > 1 {
 		row("MySQL (modelled)", "%s rows and %s statements per second", fmtNum(res.MySQLRowsPerSecond), fmtNum(res.MySQLStatementsPerSecond))

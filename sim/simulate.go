@@ -524,16 +524,18 @@ func (r *run) countCosts(res *Result) {
 	perSecond := func(n int64) float64 { return round(float64(n)/seconds, 3) }
 	c := &res.Costs
 	if r.s.Origin != OriginCluster {
-		var load, apply, decide, bytes int64
+		var load, apply, decide, bytes, keys int64
 		for i := range r.origins {
 			l, a, d := r.origins[i].redis.commands()
 			load, apply, decide = load+l, apply+a, decide+d
 			bytes += r.origins[i].redis.bytes.Load()
+			keys += r.origins[i].redis.keysWritten()
 		}
 		commands := load + apply + decide
 		c.RedisCallsPerRequest = ratio(commands, res.Requests)
 		c.RedisCallsByCall = RedisSplit{Load: ratio(load, res.Requests), Apply: ratio(apply, res.Requests), Decide: ratio(decide, res.Requests)}
 		c.RedisCallsPerSecond = perSecond(commands)
+		c.RedisKeysWrittenPerRequest = ratio(keys, res.Requests)
 		c.OriginBytesPerNodePerSecond = round(float64(bytes)/seconds/float64(r.s.Regions*r.s.Nodes), 1)
 	}
 	c.PeerCallsPerRequest = res.Origin.RPCsPerRequest
