@@ -27,8 +27,9 @@ import (
 // answered it) through `sluice sim`'s deployment of the same shape
 // (sim.RunTrace), and compares what Redis (INFO commandstats) and MariaDB
 // (its status counters) counted with what the simulation reports: Redis
-// commands per request, MySQL statements per second and MySQL rows written
-// per second, each within 20%. The rows written are MariaDB's
+// commands per request, Redis keys written per request (the PEXPIRE each
+// new cell key gets, once), MySQL statements per second and MySQL rows
+// written per second, each within 20%. The rows written are MariaDB's
 // Handler_write, every row an INSERT sent (a row already there is then
 // updated): the simulation's rows (counts and denials) plus its
 // announcements, a row each. The rows MariaDB read are logged; the
@@ -74,10 +75,10 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 
 	begin := time.Now().Truncate(d).Add(d) // the load starts on a window boundary, as the simulation does
 	time.Sleep(time.Until(begin) - 300*time.Millisecond)
-	redisBefore, mysqlBefore := redisCommands(t, rdb), mysqlCounters(t, db)
+	redisBefore, keysBefore, mysqlBefore := redisCommands(t, rdb), redisKeysCreated(t, rdb), mysqlCounters(t, db)
 	sent := spreadLoadAt(load, func(time.Time) []*node { return nodes }, "costs", 11, ids, limit, d, begin, run)
 	time.Sleep(time.Until(begin.Add(run)) + 200*time.Millisecond) // the last replays land
-	redisAfter, mysqlAfter := redisCommands(t, rdb), mysqlCounters(t, db)
+	redisAfter, keysAfter, mysqlAfter := redisCommands(t, rdb), redisKeysCreated(t, rdb), mysqlCounters(t, db)
 	if len(sent.failures) > 0 {
 		t.Fatalf("%d requests failed, e.g. %s", len(sent.failures), sent.failures[0])
 	}
@@ -95,14 +96,16 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 	simulatedSeconds := float64(res.Windows) * d.Seconds()
 	perRunSecond := func(perSecond float64) float64 { return perSecond * simulatedSeconds / seconds }
 	real := map[string]float64{
-		"Redis commands per request":    (redisAfter - redisBefore) / float64(len(sent.results)),
-		"MySQL statements per second":   (mysqlAfter.statements - mysqlBefore.statements) / seconds,
-		"MySQL rows written per second": (mysqlAfter.written - mysqlBefore.written) / seconds,
+		"Redis commands per request":     (redisAfter - redisBefore) / float64(len(sent.results)),
+		"Redis keys written per request": (keysAfter - keysBefore) / float64(len(sent.results)),
+		"MySQL statements per second":    (mysqlAfter.statements - mysqlBefore.statements) / seconds,
+		"MySQL rows written per second":  (mysqlAfter.written - mysqlBefore.written) / seconds,
 	}
 	simulated := map[string]float64{
-		"Redis commands per request":    res.RedisCallsPerRequest,
-		"MySQL statements per second":   perRunSecond(res.MySQLStatementsPerSecond),
-		"MySQL rows written per second": perRunSecond(res.MySQLRowsPerSecond) + float64(res.Global.Announcements)/seconds,
+		"Redis commands per request":     res.RedisCallsPerRequest,
+		"Redis keys written per request": res.RedisKeysWrittenPerRequest,
+		"MySQL statements per second":    perRunSecond(res.MySQLStatementsPerSecond),
+		"MySQL rows written per second":  perRunSecond(res.MySQLRowsPerSecond) + float64(res.Global.Announcements)/seconds,
 	}
 	t.Logf("%d requests (load average %s); MySQL rows read per second: %.1f (Handler_read_*)",
 		len(sent.results), loadavg(), (mysqlAfter.read-mysqlBefore.read)/seconds)
@@ -127,6 +130,13 @@ func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
 		}
 	}
 	return n
+}
+
+// redisKeysCreated returns the cell keys the Redis origin created: its
+// scripts set a cell's expiry (PEXPIRE) once, when they create it.
+func redisKeysCreated(t *testing.T, rdb *goredis.Client) float64 {
+	t.Helper()
+	return float64(testenv.CommandCalls(t, rdb)["pexpire"])
 }
 
 // traceOf returns the requests sent as a trace of namespace ns: each at
