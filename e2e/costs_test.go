@@ -75,10 +75,10 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 
 	begin := time.Now().Truncate(d).Add(d) // the load starts on a window boundary, as the simulation does
 	time.Sleep(time.Until(begin) - 300*time.Millisecond)
-	redisBefore, keysBefore, mysqlBefore := redisCommands(t, rdb), redisKeysCreated(t, rdb), mysqlCounters(t, db)
+	redisBefore, mysqlBefore := testenv.CommandCalls(t, rdb), mysqlCounters(t, db)
 	sent := spreadLoadAt(load, func(time.Time) []*node { return nodes }, "costs", 11, ids, limit, d, begin, run)
 	time.Sleep(time.Until(begin.Add(run)) + 200*time.Millisecond) // the last replays land
-	redisAfter, keysAfter, mysqlAfter := redisCommands(t, rdb), redisKeysCreated(t, rdb), mysqlCounters(t, db)
+	redisAfter, mysqlAfter := testenv.CommandCalls(t, rdb), mysqlCounters(t, db)
 	if len(sent.failures) > 0 {
 		t.Fatalf("%d requests failed, e.g. %s", len(sent.failures), sent.failures[0])
 	}
@@ -96,8 +96,8 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 	simulatedSeconds := float64(res.Windows) * d.Seconds()
 	perRunSecond := func(perSecond float64) float64 { return perSecond * simulatedSeconds / seconds }
 	real := map[string]float64{
-		"Redis commands per request":     (redisAfter - redisBefore) / float64(len(sent.results)),
-		"Redis keys written per request": (keysAfter - keysBefore) / float64(len(sent.results)),
+		"Redis commands per request":     (originCommands(redisAfter) - originCommands(redisBefore)) / float64(len(sent.results)),
+		"Redis keys written per request": float64(redisAfter["pexpire"]-redisBefore["pexpire"]) / float64(len(sent.results)),
 		"MySQL statements per second":    (mysqlAfter.statements - mysqlBefore.statements) / seconds,
 		"MySQL rows written per second":  (mysqlAfter.written - mysqlBefore.written) / seconds,
 	}
@@ -122,21 +122,22 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 // those its scripts run included, from INFO commandstats.
 func redisCommands(t *testing.T, rdb *goredis.Client) float64 {
 	t.Helper()
+	return originCommands(testenv.CommandCalls(t, rdb))
+}
+
+// originCommands returns the calls of the commands the Redis origin runs
+// among calls, the calls of each command (see testenv.CommandCalls). The
+// scripts of the origin set a new cell key's expiry (PEXPIRE) once, when
+// they create it: the PEXPIRE calls are the keys the origin wrote.
+func originCommands(calls map[string]int64) float64 {
 	var n float64
-	for name, calls := range testenv.CommandCalls(t, rdb) {
+	for name, c := range calls {
 		switch name {
 		case "evalsha", "eval", "hget", "hmget", "hincrby", "hset", "pexpire":
-			n += float64(calls)
+			n += float64(c)
 		}
 	}
 	return n
-}
-
-// redisKeysCreated returns the cell keys the Redis origin created: its
-// scripts set a cell's expiry (PEXPIRE) once, when they create it.
-func redisKeysCreated(t *testing.T, rdb *goredis.Client) float64 {
-	t.Helper()
-	return float64(testenv.CommandCalls(t, rdb)["pexpire"])
 }
 
 // traceOf returns the requests sent as a trace of namespace ns: each at
