@@ -9,48 +9,91 @@ package flight
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 )
 
+// ErrClosed is returned by Do once its Group is closed: no call was started
+// or joined.
+var ErrClosed = errors.New("flight: group closed")
+
 // Group is a set of calls in flight, by key. The zero value is ready to use.
-// A Group must not be copied after first use.
+// A Group must not be copied after first use. Do, Wait and Close may be
+// called concurrently, from any goroutine.
 type Group[K comparable] struct {
-	mu    sync.Mutex
-	calls map[K]chan struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	calls  map[K]chan struct{} // closed when the call has returned
+	closed bool
 }
 
 // Do starts fn for key unless a call for key is in flight already, then
-// waits until that call has returned or ctx is done. It reports whether the
-// call returned (false: ctx ended first; the call goes on). fn is not given
-// ctx: it must bound its own work.
-func (g *Group[K]) Do(ctx context.Context, key K, fn func()) bool {
+// waits until that call has returned or ctx is done. fn is not given ctx:
+// it must bound its own work.
+//
+// Do returns nil once the call has returned. If ctx ends first, it returns
+// ctx's error, wrapped, and the call goes on. Once Close has started, Do
+// returns ErrClosed at once: it neither starts a call nor joins one.
+func (g *Group[K]) Do(ctx context.Context, key K, fn func()) error {
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return ErrClosed
+	}
 	done, ok := g.calls[key]
 	if !ok {
-		if g.calls == nil {
-			g.calls = make(map[K]chan struct{})
-		}
-		done = make(chan struct{})
-		g.calls[key] = done
-		g.wg.Go(func() {
-			defer func() {
-				g.mu.Lock()
-				delete(g.calls, key)
-				g.mu.Unlock()
-				close(done)
-			}()
-			fn()
-		})
+		done = g.start(key, fn)
 	}
 	g.mu.Unlock()
 	select {
 	case <-done:
-		return true
+		return nil
 	case <-ctx.Done():
-		return false
+		return fmt.Errorf("flight: %w", ctx.Err())
 	}
 }
 
-// Wait waits until every call started so far has returned.
-func (g *Group[K]) Wait() { g.wg.Wait() }
+// start runs fn for key on a goroutine of its own and returns the channel
+// closed when fn has returned. g.mu must be held.
+func (g *Group[K]) start(key K, fn func()) chan struct{} {
+	if g.calls == nil {
+		g.calls = make(map[K]chan struct{})
+	}
+	done := make(chan struct{})
+	g.calls[key] = done
+	go func() {
+		defer func() {
+			g.mu.Lock()
+			delete(g.calls, key)
+			g.mu.Unlock()
+			close(done)
+		}()
+		fn()
+	}()
+	return done
+}
+
+// Wait waits until every call in flight when it is called has returned.
+// Calls that start meanwhile are not waited for.
+func (g *Group[K]) Wait() {
+	g.mu.Lock()
+	pending := make([]chan struct{}, 0, len(g.calls))
+	for _, done := range g.calls {
+		pending = append(pending, done)
+	}
+	g.mu.Unlock()
+	for _, done := range pending {
+		<-done
+	}
+}
+
+// Close stops Do from starting or joining calls (it returns ErrClosed from
+// then on) and waits until every call already started has returned: when
+// Close returns, no call of g runs and none will. Close is idempotent, and
+// safe to call concurrently with Do and with itself.
+func (g *Group[K]) Close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.Wait()
+}

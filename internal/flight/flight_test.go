@@ -2,6 +2,8 @@ package flight
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,12 +22,12 @@ func TestConcurrentCallersShareOneCall(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 100 {
 			wg.Go(func() {
-				ok := g.Do(t.Context(), "k", func() {
+				err := g.Do(t.Context(), "k", func() {
 					calls.Add(1)
 					time.Sleep(time.Second)
 				})
-				if !ok {
-					t.Error("Do returned before the call ended")
+				if err != nil {
+					t.Errorf("Do: %v, want the call's end", err)
 				}
 			})
 		}
@@ -33,7 +35,7 @@ func TestConcurrentCallersShareOneCall(t *testing.T) {
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("%d calls, want 1", n)
 		}
-		g.Do(t.Context(), "k", func() { calls.Add(1) }) // the first has ended: a new call
+		_ = g.Do(t.Context(), "k", func() { calls.Add(1) }) // the first has ended: a new call
 		if n := calls.Load(); n != 2 {
 			t.Fatalf("%d calls after the first ended, want 2", n)
 		}
@@ -46,14 +48,14 @@ func TestCancelledCallerDoesNotCancelTheCall(t *testing.T) {
 		var finished atomic.Bool
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		if g.Do(ctx, 1, func() { time.Sleep(time.Second); finished.Store(true) }) {
-			t.Fatal("Do reported the call done before it was")
+		if err := g.Do(ctx, 1, func() { time.Sleep(time.Second); finished.Store(true) }); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Do: %v, want the caller's deadline", err)
 		}
 		if finished.Load() {
 			t.Fatal("the call ended early")
 		}
-		if !g.Do(t.Context(), 1, func() { t.Error("a second call started while the first was in flight") }) {
-			t.Fatal("the waiting caller gave up")
+		if err := g.Do(t.Context(), 1, func() { t.Error("a second call started while the first was in flight") }); err != nil {
+			t.Fatalf("the waiting caller gave up: %v", err)
 		}
 		if !finished.Load() {
 			t.Fatal("the call did not finish")
@@ -68,11 +70,145 @@ func TestKeysAreIndependent(t *testing.T) {
 		start := time.Now()
 		var wg sync.WaitGroup
 		for k := range 10 {
-			wg.Go(func() { g.Do(t.Context(), k, func() { time.Sleep(time.Second) }) })
+			wg.Go(func() { _ = g.Do(t.Context(), k, func() { time.Sleep(time.Second) }) })
 		}
 		wg.Wait()
 		if took := time.Since(start); took != time.Second {
 			t.Fatalf("10 keys took %v, want the 1s of one call", took)
 		}
 	})
+}
+
+// TestDoResult checks what Do returns, and when, in each state of the
+// call and of the group.
+func TestDoResult(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // of the caller's context
+		setup   func(g *Group[int])
+		want    error
+		took    time.Duration
+		runs    bool // whether the caller's fn runs
+	}{
+		{name: "the call returns", timeout: time.Minute, want: nil, took: time.Second, runs: true},
+		{name: "the caller's context ends first", timeout: 100 * time.Millisecond, want: context.DeadlineExceeded, took: 100 * time.Millisecond, runs: true},
+		{name: "closed group", timeout: time.Minute, setup: func(g *Group[int]) { g.Close() }, want: ErrClosed},
+		{
+			name:    "closing group, the key in flight",
+			timeout: time.Minute,
+			setup: func(g *Group[int]) {
+				go func() { _ = g.Do(context.Background(), 1, func() { time.Sleep(time.Hour) }) }()
+				synctest.Wait() // the call is in flight
+				go g.Close()
+				synctest.Wait() // Close waits for it
+			},
+			want: ErrClosed,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var g Group[int]
+				if tc.setup != nil {
+					tc.setup(&g)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+				defer cancel()
+				var ran atomic.Bool
+				start := time.Now()
+				err := g.Do(ctx, 1, func() { ran.Store(true); time.Sleep(time.Second) })
+				took := time.Since(start)
+				if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+					t.Errorf("Do: %v, want %v", err, tc.want)
+				}
+				if took != tc.took {
+					t.Errorf("Do took %v, want %v", took, tc.took)
+				}
+				if ran.Load() != tc.runs {
+					t.Errorf("fn ran: %v, want %v", ran.Load(), tc.runs)
+				}
+				g.Close()
+			})
+		})
+	}
+}
+
+// TestCloseWaitsForCallsInFlight checks that Close returns once the calls
+// started before it have returned, that their callers get their end, and
+// that a second Close returns at once.
+func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g Group[int]
+		var finished atomic.Int32
+		results := make(chan error, 3)
+		for k, d := range []time.Duration{time.Second, 2 * time.Second} {
+			go func() { results <- g.Do(t.Context(), k, func() { time.Sleep(d); finished.Add(1) }) }()
+		}
+		synctest.Wait() // both calls are in flight
+		go func() { results <- g.Do(t.Context(), 0, func() { t.Error("a second call for key 0") }) }()
+		synctest.Wait() // a caller has joined the call for key 0
+		start := time.Now()
+		g.Close()
+		if took := time.Since(start); took != 2*time.Second {
+			t.Fatalf("Close took %v, want the 2s of the longest call", took)
+		}
+		if n := finished.Load(); n != 2 {
+			t.Fatalf("%d calls returned when Close did, want 2", n)
+		}
+		for range 3 {
+			if err := <-results; err != nil {
+				t.Errorf("a caller of a call started before Close: %v, want its end", err)
+			}
+		}
+		g.Close()
+		if took := time.Since(start); took != 2*time.Second {
+			t.Fatalf("the second Close waited %v", took-2*time.Second)
+		}
+	})
+}
+
+// TestCloseRacesDo closes a Group while goroutines call Do in a loop,
+// many times over (run it with -race): Close must not race the start of
+// a call, and when it returns no call may run or start. Each goroutine
+// stops at the ErrClosed it must then get.
+func TestCloseRacesDo(t *testing.T) {
+	const rounds, callers, keys = 300, 8, 4
+	for round := range rounds {
+		var g Group[int]
+		var closed atomic.Bool // Close has returned
+		var started, running atomic.Int64
+		var wg sync.WaitGroup
+		for c := range callers {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					err := g.Do(t.Context(), (c+i)%keys, func() {
+						if closed.Load() {
+							t.Errorf("round %d: a call started after Close returned", round)
+						}
+						started.Add(1)
+						running.Add(1)
+						runtime.Gosched()
+						running.Add(-1)
+					})
+					if err != nil {
+						if !errors.Is(err, ErrClosed) {
+							t.Errorf("round %d: Do: %v, want ErrClosed", round, err)
+						}
+						return
+					}
+				}
+			})
+		}
+		for started.Load() < int64(round%callers) { // Close at various points of the start
+			runtime.Gosched()
+		}
+		g.Close()
+		if n := running.Load(); n != 0 {
+			t.Errorf("round %d: %d calls running when Close returned", round, n)
+		}
+		closed.Store(true)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
 }
