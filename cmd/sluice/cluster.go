@@ -108,10 +108,12 @@ func (f *ClusterFlags) name() string {
 // joinCluster; its metrics are sluice_cluster_*.
 func (c *serveCmd) newClusterOrigin(log *slog.Logger, reg prometheus.Registerer, cl *cleanup) (origin.Origin, error) {
 	cfg := cluster.Config{
-		ID:       c.name(),
-		Secret:   c.secret,
-		Logger:   log,
-		Observer: newClusterObserver(reg),
+		ID:                   c.name(),
+		Secret:               c.secret,
+		Logger:               log,
+		Observer:             newClusterObserver(reg),
+		MaxCells:             c.MaxCounters,
+		MaxCellsPerWorkspace: c.MaxCountersPerWorkspace,
 	}
 	if c.certs != nil {
 		// The peers serve their RPC on their TLS API ports.

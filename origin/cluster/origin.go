@@ -41,6 +41,10 @@ var (
 // DefaultTimeout bounds one peer RPC when the caller's context allows more.
 const DefaultTimeout = 250 * time.Millisecond
 
+// DefaultMaxCells is Config.MaxCells when it is not set: the limiter's
+// default MaxCounters.
+const DefaultMaxCells = 5_000_000
+
 // BreakerConfig tunes the circuit breaker of each peer.
 type BreakerConfig struct {
 	// ConsecutiveFailures opens the breaker. Default 3.
@@ -68,6 +72,17 @@ type Config struct {
 	Logger   *slog.Logger
 	Observer Observer
 	Clock    func() time.Time
+	// MaxCells caps the cells this node holds as an owner (its
+	// origin/memory store), and the cells it remembers to seed their next
+	// owner at twice that (the cells its own limiter uses and those it
+	// owns). Past a cap, a new cell evicts one, fairly across workspaces,
+	// the least recently used first (see [memory.WithMaxCells] for the
+	// rule and what an eviction costs). Default DefaultMaxCells.
+	MaxCells int
+	// MaxCellsPerWorkspace, if set, caps one workspace's cells in both the
+	// same way (twice it for the cells remembered). Default 0: no cap but
+	// MaxCells.
+	MaxCellsPerWorkspace int
 	// RehomeTicks, if set, replaces the re-homing goroutine's own triggers
 	// (a ring change, a member that restarted, a breaker that opened or
 	// closed, and the timer that sends refused seeds again): it runs one
@@ -80,6 +95,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxCells <= 0 {
+		c.MaxCells = DefaultMaxCells
 	}
 	if c.Client == nil {
 		tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
@@ -172,8 +190,8 @@ func New(cfg Config) (*Origin, error) {
 		cfg:         cfg,
 		key:         rpcKey(cfg.Secret),
 		incarnation: newIncarnation(),
-		store:       memory.New(cfg.Clock),
-		seen:        newSeen(cfg.Clock),
+		store:       memory.New(cfg.Clock, memory.WithMaxCells(cfg.MaxCells), memory.WithMaxCellsPerTenant(cfg.MaxCellsPerWorkspace)),
+		seen:        newSeen(cfg.Clock, 2*cfg.MaxCells, 2*cfg.MaxCellsPerWorkspace),
 		replays:     newReplays(),
 		rpcLog:      newLogGate(cfg.Logger, LogRPC, cfg.Observer),
 		changed:     make(chan struct{}, 1),

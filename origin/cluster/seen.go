@@ -5,11 +5,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/fairmap"
 	"github.com/sluicehq/sluice/origin"
 )
 
-// sweepEvery is the number of records between two sweeps of old cells.
-const sweepEvery = 4096
+// sweepStep is the number of cells each new cell recorded looks at for
+// dead ones, carrying on where the previous stopped: dead cells are
+// removed a few at a time, at least as fast as cells are recorded, never
+// in one pass under the lock.
+const sweepStep = 8
 
 // seen remembers the highest total this node has seen for each live cell
 // (from its owner's answers, its own store and broadcasts) and the highest
@@ -19,11 +23,18 @@ const sweepEvery = 4096
 // a cell again only when it grew. A new owner seeded with a writer's share
 // counts only what that writer sends above it, so a write the old owner
 // took is not counted again when the writer sends its count to the new one.
+//
+// It holds at most its cap of cells, evicted by the fair rule of the
+// owner's store (see [memory.WithMaxCells]): from the workspace holding the
+// most, within it dead cells first, then those recorded once, then the
+// least recently used, a cell whose window is over before a current one.
+// An evicted cell is not seeded when its owner changes: the new owner
+// starts it from what it holds, as for a cell no node had seen, and may
+// under-count it; nothing is counted twice.
 type seen struct {
-	clock   func() time.Time
-	mu      sync.Mutex
-	cells   map[origin.Cell]*seenCell
-	records int
+	clock func() time.Time
+	mu    sync.Mutex
+	cells *fairmap.Map[origin.Cell, seenCell]
 }
 
 type seenCell struct {
@@ -40,8 +51,28 @@ type seed struct {
 	Shares map[origin.Writer]int64
 }
 
-func newSeen(clock func() time.Time) *seen {
-	return &seen{clock: clock, cells: map[origin.Cell]*seenCell{}}
+// newSeen returns an empty seen that holds at most maxCells cells, and at
+// most maxPerTenant of one workspace (0: no cap).
+func newSeen(clock func() time.Time, maxCells, maxPerTenant int) *seen {
+	return &seen{clock: clock, cells: fairmap.New(fairmap.Config[origin.Cell, seenCell]{
+		Max:          maxCells,
+		MaxPerTenant: maxPerTenant,
+		Tenant:       func(c origin.Cell) string { return c.Workspace },
+		Age:          seenAge,
+	})}
+}
+
+// seenAge is what evicting cell at now costs: nothing once no decision
+// can read it; less once its window is over than while it is current.
+func seenAge(cell origin.Cell, _ *seenCell, now int64) fairmap.Age {
+	switch d := cell.Duration.Milliseconds(); {
+	case !live(cell, now):
+		return fairmap.Dead
+	case (cell.Sequence+1)*d <= now:
+		return fairmap.Over
+	default:
+		return fairmap.Current
+	}
 }
 
 // record raises cell's total to n.
@@ -104,7 +135,7 @@ func (s *seen) markBroadcast(cell origin.Cell, total int64) bool {
 func (s *seen) grewSinceBroadcast(cell origin.Cell, total int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.cells[cell]
+	c := s.cells.Use(cell)
 	if c == nil || c.broadcast == 0 || total <= c.broadcast {
 		return false
 	}
@@ -113,27 +144,26 @@ func (s *seen) grewSinceBroadcast(cell origin.Cell, total int64) bool {
 	return true
 }
 
+// getLocked returns cell's record, marked used, creating it if need be
+// (after sweeping a few cells and, at the cap, evicting one).
 func (s *seen) getLocked(cell origin.Cell) *seenCell {
-	c := s.cells[cell]
-	if c == nil {
-		s.records++
-		if s.records%sweepEvery == 0 {
-			s.sweepLocked(s.clock().UnixMilli())
-		}
-		c = &seenCell{}
-		s.cells[cell] = c
+	if c := s.cells.Use(cell); c != nil {
+		return c
 	}
-	return c
+	now := s.clock().UnixMilli()
+	s.cells.Sweep(now, sweepStep)
+	return s.cells.Insert(cell, seenCell{}, now)
 }
 
-// snapshot returns a seed of every live cell with a total.
+// snapshot returns a seed of every live cell with a total. It is the one
+// walk over every cell, once per re-homing; the cap bounds it.
 func (s *seen) snapshot() []seed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweepLocked(s.clock().UnixMilli())
-	out := make([]seed, 0, len(s.cells))
-	for cell, c := range s.cells {
-		if c.total > 0 {
+	now := s.clock().UnixMilli()
+	out := make([]seed, 0, s.cells.Len())
+	for cell, c := range s.cells.All() {
+		if c.total > 0 && live(cell, now) {
 			out = append(out, seed{Cell: cell, Total: c.total, Shares: maps.Clone(c.shares)})
 		}
 	}
@@ -144,19 +174,18 @@ func (s *seen) snapshot() []seed {
 func (s *seen) seedOf(cell origin.Cell) (seed, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.cells[cell]
+	c := s.cells.Peek(cell)
 	if c == nil || c.total <= 0 || !live(cell, s.clock().UnixMilli()) {
 		return seed{}, false
 	}
 	return seed{Cell: cell, Total: c.total, Shares: maps.Clone(c.shares)}, true
 }
 
-func (s *seen) sweepLocked(now int64) {
-	for cell := range s.cells {
-		if !live(cell, now) {
-			delete(s.cells, cell)
-		}
-	}
+// len returns the number of cells held.
+func (s *seen) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cells.Len()
 }
 
 // live reports whether a decision at now can still read cell: it is the

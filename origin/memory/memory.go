@@ -1,10 +1,38 @@
 // Package memory is an in-process regional origin: one map of window cells
 // that several limiters in the same process can share, standing in for Redis
-// in simulations, examples and tests.
+// in simulations, examples and tests, and holding the cells a cluster node
+// owns (origin/cluster).
 //
 // A single Sluice node does not need it: a limiter created without an origin
 // is its own origin. Store is useful when several limiters must converge
 // through one store without a network.
+//
+// # Bounded memory
+//
+// [WithMaxCells] caps the cells a Store holds, whatever is written to it;
+// [WithMaxCellsPerTenant] caps those of one tenant (a workspace). A write
+// that creates a cell past a cap first evicts one, by the limiter's fair
+// rule: from the tenant holding the most cells (the writer's tenant counted
+// with its new cell), so that a tenant within its fair share (90% of the cap
+// divided by the tenants holding cells) never loses a cell to another
+// tenant's writes; from the writer's own tenant when it is at its own cap.
+// Unlike the limiter's table, a full Store evicts even when every tenant is
+// within WithMaxCellsPerTenant: the largest tenant pays.
+// Within the tenant, among the least recently used cells it holds, an
+// expired cell goes first, then cells written once and not used since
+// (identifiers seen once, the bulk of a scan), then cells in use, least
+// recently used first, a cell whose window is over before a current one.
+// A write, a decision, a read or a seed of a cell it holds uses it.
+// Every call does a bounded amount of work: no call walks the store.
+//
+// Evicting a cell forgets its total and its writers' shares. Until its
+// writers write it again, reads count it as zero: decisions on it
+// under-count, and admit more than its total allows. A writer that writes
+// it again adds its whole count to a total that forgot it, and each
+// writer's count is added once, so the total comes back towards the sum of
+// its writers' counts and never passes it: eviction loses counts, it never
+// counts one twice. A cell whose window is over costs least to lose: reads
+// weigh it less, or not at all.
 package memory
 
 import (
@@ -12,24 +40,30 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/fairmap"
 	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
-// sweepEvery is the number of Apply calls between two sweeps of expired cells.
-const sweepEvery = 4096
+// sweepStep is the number of cells a write that creates a cell looks at
+// for expired ones, carrying on where the previous write stopped: expired
+// cells are removed a few at a time, at least as fast as cells are
+// created, never in one pass over the store.
+const sweepStep = 8
 
 // Store is an [origin.Origin] kept in memory. A cell expires three windows
 // after its last increment (the Redis origin's keys expire a fixed time after
-// their creation instead; both outlive every decision that reads them). The
-// zero value is not usable; create one with [New]. A Store is safe for
-// concurrent use.
+// their creation instead; both outlive every decision that reads them), and
+// is removed by the incremental sweep (or evicted first). With
+// [WithMaxCells], a Store never holds more cells than the cap (see the
+// package documentation for what evicting one costs). The zero value is not
+// usable; create one with [New]. A Store is safe for concurrent use; every
+// call holds its lock for a bounded amount of work.
 type Store struct {
 	clock func() time.Time
 
-	mu      sync.Mutex
-	cells   map[origin.Cell]*entry
-	applies int
+	mu    sync.Mutex
+	cells *fairmap.Map[origin.Cell, entry]
 }
 
 type entry struct {
@@ -40,13 +74,52 @@ type entry struct {
 
 var _ origin.Origin = (*Store)(nil)
 
+// Option configures a [Store] in [New].
+type Option func(*options)
+
+type options struct{ maxCells, maxPerTenant int }
+
+// WithMaxCells caps the cells the Store holds at n: a write that would
+// create one more evicts one first (see the package documentation). n <= 0
+// means no cap, the default.
+func WithMaxCells(n int) Option { return func(o *options) { o.maxCells = n } }
+
+// WithMaxCellsPerTenant caps the cells one tenant (the Workspace of their
+// key) holds at n: a write that would create one more evicts one of the
+// tenant's own first, whatever the others hold. n <= 0 means no cap but
+// WithMaxCells, the default.
+func WithMaxCellsPerTenant(n int) Option { return func(o *options) { o.maxPerTenant = n } }
+
 // New returns an empty Store. clock supplies the time used for expiry; nil
 // means time.Now.
-func New(clock func() time.Time) *Store {
+func New(clock func() time.Time, opts ...Option) *Store {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Store{clock: clock, cells: make(map[origin.Cell]*entry)}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Store{clock: clock, cells: fairmap.New(fairmap.Config[origin.Cell, entry]{
+		Max:          o.maxCells,
+		MaxPerTenant: o.maxPerTenant,
+		Tenant:       func(c origin.Cell) string { return c.Workspace },
+		Age:          age,
+	})}
+}
+
+// age is what evicting cell c costs at now: nothing once it expired; less
+// once its window is over (reads weigh it less, or not at all) than while
+// it is current.
+func age(c origin.Cell, e *entry, now int64) fairmap.Age {
+	switch d := c.Duration.Milliseconds(); {
+	case e.expiresAt <= now:
+		return fairmap.Dead
+	case d > 0 && (c.Sequence+1)*d <= now:
+		return fairmap.Over
+	default:
+		return fairmap.Current
+	}
 }
 
 // Load returns the totals of cells seq and seq-1 of key.
@@ -75,10 +148,6 @@ func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, erro
 	defer s.mu.Unlock()
 	for i, d := range deltas {
 		totals[i], _ = s.raiseLocked(d.Cell, d.Writer, d.Sent, now)
-	}
-	s.applies++
-	if s.applies%sweepEvery == 0 {
-		s.sweepLocked(now)
 	}
 	return totals, nil
 }
@@ -130,11 +199,12 @@ func (s *Store) Seed(c origin.Cell, total int64, shares map[origin.Writer]int64)
 	}
 }
 
-// Len returns the number of cells held, expired or not.
+// Len returns the number of cells held, expired or not: at most the cap
+// of [WithMaxCells], when set.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.cells)
+	return s.cells.Len()
 }
 
 // raiseLocked raises writer w's share of cell c to sent, and the total by
@@ -154,32 +224,30 @@ func (s *Store) raiseLocked(c origin.Cell, w origin.Writer, sent, now int64) (to
 	return e.count, e.shares[w]
 }
 
-// liveLocked returns the unexpired entry of c, creating it if create is
-// set (nil otherwise).
+// liveLocked returns the unexpired entry of c, marked used, creating it if
+// create is set (nil otherwise). An expired entry is removed; creating one
+// sweeps a few cells and, past a cap, evicts one (see the package
+// documentation).
 func (s *Store) liveLocked(c origin.Cell, now int64, create bool) *entry {
-	e := s.cells[c]
+	e := s.cells.Use(c)
 	if e != nil && e.expiresAt > now {
 		return e
+	}
+	if e != nil {
+		s.cells.Delete(c)
 	}
 	if !create {
 		return nil
 	}
-	e = &entry{shares: map[origin.Writer]int64{}, expiresAt: now + 3*c.Duration.Milliseconds()}
-	s.cells[c] = e
-	return e
+	s.cells.Sweep(now, sweepStep)
+	return s.cells.Insert(c, entry{shares: map[origin.Writer]int64{}, expiresAt: now + 3*c.Duration.Milliseconds()}, now)
 }
 
+// countLocked returns the total of c, 0 if it is absent or expired, and
+// marks it used.
 func (s *Store) countLocked(c origin.Cell, now int64) int64 {
-	if e := s.cells[c]; e != nil && e.expiresAt > now {
+	if e := s.liveLocked(c, now, false); e != nil {
 		return e.count
 	}
 	return 0
-}
-
-func (s *Store) sweepLocked(now int64) {
-	for c, e := range s.cells {
-		if e.expiresAt <= now {
-			delete(s.cells, c)
-		}
-	}
 }
