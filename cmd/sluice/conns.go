@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -25,26 +26,42 @@ const (
 // connections refused at the cap.
 const rejectLogInterval = 10 * time.Second
 
-// connMetrics are the metrics of the API listener's connections.
+// connListener names a capped listener in its metrics and log lines.
+type connListener struct {
+	metrics string // prefix of its metric names
+	port    string // the listener, in the metrics' help
+	flag    string // the flag of its cap
+}
+
+// The capped listeners: the API port and the Envoy RLS listener. Each has
+// metrics of its own name rather than a listener label: every series of a
+// metric carries the same labels, so a label would rename the API port's
+// unlabelled series.
+var (
+	apiListener = connListener{metrics: "sluice_http_connections", port: "the API port", flag: "--max-conns"}
+	rlsListener = connListener{metrics: "sluice_rls_connections", port: "the Envoy RLS listener (--rls-addr)", flag: "--rls-max-conns"}
+)
+
+// connMetrics are the metrics of a capped listener's connections.
 type connMetrics struct {
 	rejected prometheus.Counter
 	unused   prometheus.Counter
 }
 
-func newConnMetrics(reg prometheus.Registerer, open func() float64) *connMetrics {
+func newConnMetrics(reg prometheus.Registerer, ln connListener, firstRequest time.Duration, open func() float64) *connMetrics {
 	m := &connMetrics{
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_http_connections_rejected_total",
-			Help: "Connections to the API port closed at accept because --max-conns were open.",
+			Name: ln.metrics + "_rejected_total",
+			Help: fmt.Sprintf("Connections to %s closed at accept because %s were open.", ln.port, ln.flag),
 		}),
 		unused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_http_connections_unused_closed_total",
-			Help: "Connections to the API port closed because they started no request within 10s of accept.",
+			Name: ln.metrics + "_unused_closed_total",
+			Help: fmt.Sprintf("Connections to %s closed because they started no request within %v of accept.", ln.port, firstRequest),
 		}),
 	}
 	reg.MustRegister(m.rejected, m.unused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_http_connections_open",
-		Help: "Connections open on the API port.",
+		Name: ln.metrics + "_open",
+		Help: fmt.Sprintf("Connections open on %s.", ln.port),
 	}, open))
 	return m
 }
@@ -58,6 +75,7 @@ func newConnMetrics(reg prometheus.Registerer, open func() float64) *connMetrics
 // would otherwise be kept for the idle timeout.
 type connLimiter struct {
 	net.Listener
+	name         connListener
 	max          int64
 	firstRequest time.Duration
 	metrics      *connMetrics
@@ -68,10 +86,11 @@ type connLimiter struct {
 	suppressed atomic.Int64 // refused connections not logged since
 }
 
-// limitConns wraps ln; its metrics are registered in reg.
-func limitConns(ln net.Listener, maxConns int, firstRequest time.Duration, reg prometheus.Registerer, log *slog.Logger) *connLimiter {
-	l := &connLimiter{Listener: ln, max: int64(maxConns), firstRequest: firstRequest, log: log}
-	l.metrics = newConnMetrics(reg, func() float64 { return float64(l.open.Load()) })
+// limitConns wraps ln, the listener name, in a connLimiter of maxConns
+// connections; its metrics are registered in reg under name's prefix.
+func limitConns(ln net.Listener, name connListener, maxConns int, firstRequest time.Duration, reg prometheus.Registerer, log *slog.Logger) *connLimiter {
+	l := &connLimiter{Listener: ln, name: name, max: int64(maxConns), firstRequest: firstRequest, log: log}
+	l.metrics = newConnMetrics(reg, name, firstRequest, func() float64 { return float64(l.open.Load()) })
 	return l
 }
 
@@ -93,21 +112,22 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// refuse closes c, counts it, and logs at most one line per
-// rejectLogInterval.
+// refuse counts c, closes it, and logs at most one line per
+// rejectLogInterval. The count comes first: a client that sees the reset
+// finds it in the metric.
 func (l *connLimiter) refuse(c net.Conn) {
+	l.metrics.rejected.Inc()
 	if tcp, ok := c.(*net.TCPConn); ok {
 		_ = tcp.SetLinger(0)
 	}
 	_ = c.Close()
-	l.metrics.rejected.Inc()
 	now := time.Now().UnixNano()
 	last := l.lastLog.Load()
 	if now-last < int64(rejectLogInterval) || !l.lastLog.CompareAndSwap(last, now) {
 		l.suppressed.Add(1)
 		return
 	}
-	l.log.Warn("connection refused: --max-conns connections are open", "max_conns", l.max, "remote", c.RemoteAddr().String(),
+	l.log.Warn("connection refused: "+l.name.flag+" connections are open", "max_conns", l.max, "remote", c.RemoteAddr().String(),
 		"suppressed", l.suppressed.Swap(0))
 }
 

@@ -25,7 +25,7 @@ func serveLimited(t *testing.T, maxConns int, firstRequest time.Duration) (strin
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	srv, _, serveErr := serveAPI(h, limitConns(ln, maxConns, firstRequest, reg, log), nil, log)
+	srv, _, serveErr := serveAPI(h, limitConns(ln, apiListener, maxConns, firstRequest, reg, log), nil, log)
 	t.Cleanup(func() {
 		_ = srv.Close()
 		<-serveErr

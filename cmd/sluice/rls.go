@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/server/rls"
 )
 
@@ -16,6 +17,7 @@ import (
 type RLSFlags struct {
 	RLSAddr     string `name:"rls-addr" placeholder:"HOST:PORT" help:"Serve Envoy RLS (--rls-config) on a listener of its own instead of --http-addr: h2c, or TLS with the --tls-cert certificate. Recommended: only Envoy should reach it (network policy, --rls-client-ca). Port 0 picks a free port (logged)."`
 	RLSClientCA string `name:"rls-client-ca" placeholder:"FILE" help:"PEM CA certificates: Envoy must present a certificate signed by one of them on --rls-addr (mutual TLS). Needs --rls-addr and --tls-cert. SIGHUP reloads it."`
+	RLSMaxConns int    `name:"rls-max-conns" default:"10000" help:"Most connections open at once on --rls-addr, counted apart from --max-conns; one more is closed at accept and counted in sluice_rls_connections_rejected_total. An Envoy holds about one per worker thread; an idle one costs about 33 KB (10,000: some 330 MB)."`
 }
 
 // validate checks the RLS listener's flags beside --rls-config and the TLS
@@ -28,6 +30,8 @@ func (f *RLSFlags) validate(rlsConfig string, t TLSFlags) error {
 		return errors.New("--rls-client-ca needs --rls-addr (on --http-addr, --tls-client-ca applies)")
 	case f.RLSClientCA != "" && t.TLSCert == "":
 		return errors.New("--rls-client-ca needs --tls-cert and --tls-key: the RLS listener serves that certificate")
+	case f.RLSAddr != "" && f.RLSMaxConns < 1:
+		return errors.New("--rls-max-conns must be at least 1")
 	}
 	if f.RLSAddr != "" {
 		if _, _, err := net.SplitHostPort(f.RLSAddr); err != nil {
@@ -43,7 +47,7 @@ func (f *RLSFlags) validate(rlsConfig string, t TLSFlags) error {
 // mount on --http-addr (and nil services when --rls-config is unset). An
 // invalid file stops the start with the loader's error, which names the
 // file and the problem.
-func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logger, metrics *rlsMetrics, hup *hangup, cl *cleanup) (*rls.Service, map[string]http.Handler, error) {
+func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*rls.Service, map[string]http.Handler, error) {
 	if c.RLSConfig == "" {
 		return nil, nil, nil
 	}
@@ -51,7 +55,7 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logge
 	if err != nil {
 		return nil, nil, fmt.Errorf("--rls-config: %w", err)
 	}
-	svc, err := rls.New(rls.Config{Limiter: limiter, Domains: rules, Logger: log, Observer: metrics, Recorder: rec})
+	svc, err := rls.New(rls.Config{Limiter: limiter, Domains: rules, Logger: log, Observer: obs.rls, Recorder: rec})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,7 +66,7 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logge
 	}
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
-	if err := c.serveRLS(mux, log, hup, cl); err != nil {
+	if err := c.serveRLS(mux, log, obs.reg, hup, cl); err != nil {
 		return nil, nil, err
 	}
 	log.Info("envoy rls: serving", "path", path, "config", c.RLSConfig, "domains", rules.Domains())
@@ -71,8 +75,12 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logge
 
 // serveRLS serves h on --rls-addr in the background, over TLS with the API
 // port's certificate when it has one, requiring a client certificate with
-// --rls-client-ca. Cleanup drains it like the API port.
-func (c *serveCmd) serveRLS(h http.Handler, log *slog.Logger, hup *hangup, cl *cleanup) error {
+// --rls-client-ca. Like the API port, the listener keeps at most
+// --rls-max-conns connections open and closes those that start no request
+// within the first-request timeout; its connection metrics, registered in
+// reg, are named sluice_rls_connections_*. Cleanup drains it like the API
+// port.
+func (c *serveCmd) serveRLS(h http.Handler, log *slog.Logger, reg prometheus.Registerer, hup *hangup, cl *cleanup) error {
 	certs, err := c.rlsCertificates(log, hup)
 	if err != nil {
 		return err
@@ -81,13 +89,14 @@ func (c *serveCmd) serveRLS(h http.Handler, log *slog.Logger, hup *hangup, cl *c
 	if err != nil {
 		return fmt.Errorf("--rls-addr: listen on %s: %w", c.RLSAddr, err)
 	}
-	srv, reqs, serveErr := serveAPI(h, ln, certs, log)
+	capped := limitConns(ln, rlsListener, c.RLSMaxConns, c.connFirstRequest(), reg, log)
+	srv, reqs, serveErr := serveAPI(h, capped, certs, log)
 	cl.add(func() {
 		log.Info("envoy rls: stopping")
 		drain(srv, reqs, serveErr, c.ShutdownTimeout, cutGrace, log)
 	})
 	addr := ln.Addr().String()
-	log.Info("envoy rls listening", "addr", addr, "tls", certs != nil, "client_ca", c.RLSClientCA)
+	log.Info("envoy rls listening", "addr", addr, "tls", certs != nil, "client_ca", c.RLSClientCA, "max_conns", c.RLSMaxConns)
 	if !isLoopback(addr) && c.RLSClientCA == "" {
 		log.Warn("envoy rls: --rls-addr is not a loopback address and no --rls-client-ca is set: whoever reaches it can spend the counters of the configured domains; restrict it to Envoy (network policy) or require Envoy's certificate", "addr", addr)
 	}

@@ -63,7 +63,7 @@ type serveCmd struct {
 	MaxOverrides            int           `name:"max-overrides" default:"10000" help:"Most overrides one namespace may have, in every store; a setOverride that would add one more gets a 403."`
 	MaxCounters             int           `name:"max-counters" default:"5000000" help:"Most window cells held in memory (about 230 bytes each; a counter holds one or two); past it cells are evicted from the workspaces over their share, least recently used first."`
 	MaxCountersPerWorkspace int           `name:"max-counters-per-workspace" default:"0" help:"Most window cells one workspace (or Envoy RLS domain) may hold; 0: its fair share of --max-counters (90% of it divided by the workspaces holding cells). When memory is full, cells are evicted only from workspaces over their share."`
-	MaxConns                int           `name:"max-conns" default:"10000" help:"Most connections open at once on --http-addr (the API, Envoy RLS and the cluster's peer RPC); one more is closed at accept and counted in sluice_http_connections_rejected_total. An idle h2c connection costs about 33 KB (10,000: some 330 MB)."`
+	MaxConns                int           `name:"max-conns" default:"10000" help:"Most connections open at once on --http-addr (the API, the cluster's peer RPC and, without --rls-addr, Envoy RLS); one more is closed at accept and counted in sluice_http_connections_rejected_total. An idle h2c connection costs about 33 KB (10,000: some 330 MB)."`
 	GlobalFlags             `embed:""`
 	ClusterFlags            `embed:""`
 	TLSFlags                `embed:""`
@@ -72,6 +72,10 @@ type serveCmd struct {
 	AnalyticsFlags          `embed:""`
 
 	argv map[string]bool // the flags set on the command line, by AfterApply
+
+	// firstRequest is how long a connection to --http-addr or --rls-addr
+	// may stay open before it starts a request; zero: firstRequestTimeout.
+	firstRequest time.Duration
 }
 
 // Validate checks the flags that kong's tags cannot. It reports every
@@ -372,7 +376,16 @@ func (c *serveCmd) listen(ctx context.Context, limiter *sluice.Limiter, reg prom
 		_ = ln.Close()
 		return nil, err
 	}
-	return limitConns(ln, c.MaxConns, firstRequestTimeout, reg, log), nil
+	return limitConns(ln, apiListener, c.MaxConns, c.connFirstRequest(), reg, log), nil
+}
+
+// connFirstRequest returns how long a connection may stay open before
+// it starts a request.
+func (c *serveCmd) connFirstRequest() time.Duration {
+	if c.firstRequest > 0 {
+		return c.firstRequest
+	}
+	return firstRequestTimeout
 }
 
 // cleanup is the stack of releases of start-up; run calls them in reverse
@@ -538,7 +551,7 @@ func newLimiter(cfg sluice.Config, log *slog.Logger, cl *cleanup) (*sluice.Limit
 // creations in flight, runs before the limiter and the catalog close. The
 // metrics are served by the admin listener, not by the API.
 func (c *serveCmd) newAPI(limiter *sluice.Limiter, catalog *store.Cache, keys []server.RootKey, recorder server.Analytics, log *slog.Logger, obs observability, hup *hangup, cl *cleanup) (*server.Server, error) {
-	rlsService, services, err := c.newRLS(limiter, recorder, log, obs.rls, hup, cl)
+	rlsService, services, err := c.newRLS(limiter, recorder, log, obs, hup, cl)
 	if err != nil {
 		return nil, err
 	}
