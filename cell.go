@@ -138,18 +138,6 @@ func (c *cell) takeBack(cost int64) {
 // confirm records that the origin holds at least n of this writer.
 func (c *cell) confirm(n int64) { raise(&c.acked, n) }
 
-// admittedAtOrigin records taken units the origin admitted for this writer,
-// whose count at the origin is now at least held: it raises admitted by
-// taken and confirms held, together under the cell's lock, so that a merge
-// sees both or neither (with only the first, it would count the units
-// twice: once in the origin's total and once as not yet confirmed).
-func (c *cell) admittedAtOrigin(taken, held int64) {
-	c.lock()
-	defer c.unlock()
-	c.admitted.Add(taken)
-	raise(&c.acked, held)
-}
-
 // heldAtOrigin raises the writer's count and what the origin confirmed of
 // it to n together, under the cell's lock: the origin holds n of this
 // writer, more than it knew of (a stale decision, see decideOnce).
@@ -194,21 +182,39 @@ func (c *cell) lock() {
 
 func (c *cell) unlock() { c.clearFlag(flagLocked) }
 
-// reserve records cost as in flight to the origin and returns the
-// speculative increments the decision must count as spent, both under the
-// cell's lock. A batch's speculative increment takes the lock too, so
-// either the batch sees the reservation or the decision sees the
-// increment: never neither, which could admit both past the limit.
-func (c *cell) reserve(cost int64) (speculative int64) {
+// reserve records the cost that cost returns as in flight to the origin
+// (cost runs under the lock) and returns the
+// speculative increments the decision must count as spent and the cell's
+// count as a writer to send, all under the cell's lock. A batch's
+// speculative increment and a local decision beside the origin's (see
+// applyBeside) take the lock too, so either they see the reservation or
+// the decision sees their increment: never neither, which could admit both
+// past the limit.
+func (c *cell) reserve(cost func() int64) (speculative, sent int64) {
 	c.lock()
 	defer c.unlock()
-	c.deciding.Store(int32(min(cost, math.MaxInt32)))
-	return c.speculative.Load()
+	c.deciding.Store(int32(min(cost(), math.MaxInt32)))
+	return c.speculative.Load(), c.admitted.Load()
+}
+
+// resend records the cost that cost returns as in flight again, for a
+// second call, and returns the cell's count as a writer to send, under the
+// cell's lock (see reserve).
+func (c *cell) resend(cost func() int64) (sent int64) {
+	c.lock()
+	defer c.unlock()
+	c.deciding.Store(int32(min(cost(), math.MaxInt32)))
+	return c.admitted.Load()
 }
 
 // release ends the reservation of the decision in flight, once its
-// verdict is merged into the count.
-func (c *cell) release() { c.deciding.Store(0) }
+// verdict is merged into the count, and runs also under the cell's lock.
+func (c *cell) release(also func()) {
+	c.lock()
+	defer c.unlock()
+	c.deciding.Store(0)
+	also()
+}
 
 // inFlight returns the cost the decision in flight reserved.
 func (c *cell) inFlight() int64 {

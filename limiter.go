@@ -129,7 +129,7 @@ func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
-		l.reads.Wait()
+		l.reads.Close()
 		l.deciders.close()
 		l.cancel()
 		l.wg.Wait()
@@ -171,9 +171,16 @@ func (l *Limiter) Ratelimit(ctx context.Context, r Request) (res Response, err e
 func (l *Limiter) decide(w *waits, q *resolved) (window.Outcome, error) {
 	cur, prev := l.cellsFor(w, q)
 	if l.atOrigin(q, cur, prev) {
-		if o, ok := l.decideAtOrigin(w.ctx(), q, cur, prev); ok {
+		o, ok, tk := l.decideAtOrigin(w.ctx(), q, cur, prev)
+		if ok {
 			return o, nil
 		}
+		// Decided here instead, beside the origin decision that may
+		// still be in flight on the cell.
+		if o = l.applyBeside(q, cur, prev, tk); o.Success && q.cost > 0 && !l.queued(q, cur, o.Current) {
+			return window.Outcome{}, ErrClosed
+		}
+		return o, nil
 	}
 	o := l.apply(q, cur, prev, false)
 	if o.Success && q.cost > 0 && !l.accepted(q, cur, o.Current) {
@@ -323,7 +330,10 @@ func (l *Limiter) used(cur *cell, q *resolved) {
 func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason string, cur *cell) {
 	detached := context.WithoutCancel(ctx) // keeps the caller's trace, not its deadline
 	rq := *q
-	l.reads.Do(ctx, q.current(), func() {
+	// Do fails only when the caller gave up or Close has started: the
+	// request then goes on from local state, and an admission after Close
+	// is refused where it is recorded (see accepted).
+	_ = l.reads.Do(ctx, q.current(), func() {
 		if reason == readHydrate && cur.syncedAt.Load() != 0 {
 			return
 		}
@@ -413,6 +423,16 @@ func (l *Limiter) accepted(q *resolved, cur *cell, current int64) bool {
 		return true
 	}
 	cur.admitted.Add(q.cost)
+	return l.queued(q, cur, current)
+}
+
+// queued queues cur for replay after an admission of q (parked or marked,
+// see accepted) whose cost is in cur's count as a writer already, and
+// takes it back and reports false if Close has started meanwhile.
+func (l *Limiter) queued(q *resolved, cur *cell, current int64) bool {
+	if l.replay == nil {
+		return true
+	}
 	if l.far(q, cur, current) {
 		l.replay.park(cur)
 	} else {

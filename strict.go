@@ -26,18 +26,28 @@ import (
 type ticket struct {
 	q    resolved // a copy: the caller's request stays on its stack
 	done chan struct{}
-	// state moves once, from ticketWaiting to ticketAnswered (the decider
-	// took the origin's answer for the caller) or to ticketAbandoned (the
-	// caller stopped waiting and decided locally).
+	// state moves from ticketWaiting to ticketSent when a call asks the
+	// origin for it, then to ticketAnswered (the decider took the origin's
+	// answer for the caller); or, from either of the first two, to
+	// ticketAbandoned (the caller stopped waiting and decided locally).
 	state atomic.Int32
 	// Set before done is closed: ok reports that the origin decided and the
 	// caller takes its outcome.
 	ok      bool
 	outcome window.Outcome
+	// Under the cell's lock, once the caller abandoned a ticket it had
+	// sent: late is set when the origin answered it meanwhile (lateOutcome
+	// is that answer, and an admission is counted for this node), local
+	// when the caller admitted it locally first (its cost is in the cell's
+	// count and its writer's count, and an origin admission of it is the
+	// same increment).
+	late, local bool
+	lateOutcome window.Outcome
 }
 
 const (
 	ticketWaiting int32 = iota
+	ticketSent
 	ticketAnswered
 	ticketAbandoned
 )
@@ -47,6 +57,9 @@ const (
 type decider struct {
 	cur, prev *cell
 	queue     []*ticket
+	// flying holds the tickets of the call in flight, in the order the
+	// origin decides them; guarded by cur's lock.
+	flying []*ticket
 }
 
 // deciders holds the deciders of the cells that have strict requests queued
@@ -69,33 +82,93 @@ func (ds *deciders) close() {
 
 // decideAtOrigin has the origin decide q and reports its outcome. ok is false
 // when the origin could not decide (it failed, or is backed off, or ctx ended
-// first): the caller then decides locally. A caller that stops waiting
-// abandons its ticket: if the origin admits it all the same, that admission
-// is not counted for this node, so the caller's local admission, if any, is
-// the one the origin keeps (see decideBatch).
-func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *cell) (o window.Outcome, ok bool) {
+// first): the caller then decides locally, with applyBeside and the ticket
+// it abandoned (nil if it made none). A caller that stops waiting abandons
+// its ticket: if the origin admits it all the same, that admission is not
+// counted for this node, so the caller's local admission, if any, is the
+// one the origin keeps (see answer).
+func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *cell) (o window.Outcome, ok bool, tk *ticket) {
 	if ctx.Err() != nil {
-		return window.Outcome{}, false // the request's deadline has passed already
+		return window.Outcome{}, false, nil // the request's deadline has passed already
 	}
-	tk := &ticket{q: *q, done: make(chan struct{})}
+	tk = &ticket{q: *q, done: make(chan struct{})}
 	if !l.enqueue(tk, cur, prev) {
-		return window.Outcome{}, false
+		return window.Outcome{}, false, nil
 	}
 	select {
 	case <-tk.done:
 	case <-ctx.Done():
-		if tk.state.CompareAndSwap(ticketWaiting, ticketAbandoned) {
-			return window.Outcome{}, false
+		if tk.state.CompareAndSwap(ticketWaiting, ticketAbandoned) ||
+			tk.state.CompareAndSwap(ticketSent, ticketAbandoned) {
+			return window.Outcome{}, false, tk
 		}
 		<-tk.done // answered as ctx ended: done is closed next
 	}
 	if !tk.ok {
-		return window.Outcome{}, false
+		return window.Outcome{}, false, tk
 	}
 	if !tk.outcome.Success {
 		l.denied(q, cur)
 	}
-	return tk.outcome, true
+	return tk.outcome, true, tk
+}
+
+// applyBeside decides q locally when it was meant for the origin and the
+// origin did not answer it (tk is its abandoned ticket, or nil). If the
+// origin answered tk after all (late), that answer is the decision, and
+// its admission is counted already. Otherwise a call on cur may be in
+// flight, and the origin may admit what it asks for: its asks count as
+// spent where the local view would admit them, in the order the origin
+// decides them, up to tk if the call asks for it (the origin's admission of
+// tk and this one are then the same increment of the writer, and the asks
+// after it cannot change the origin's answer to it); asks that their
+// callers admitted here already are in the local view. The local view
+// never holds less than the origin of this node's own admissions, so with
+// no other writer this makes the origin's decision, and with others it
+// errs only towards a denial. It decides and adds the cost to the count
+// and the writer's count under the cell's lock, so a call starting
+// meanwhile either sends the increment or is seen here (see cell.reserve).
+func (l *Limiter) applyBeside(q *resolved, cur, prev *cell, tk *ticket) window.Outcome {
+	d := l.deciders.of(q.current())
+	cur.lock()
+	if tk != nil && tk.late {
+		cur.unlock()
+		if !tk.lateOutcome.Success {
+			l.denied(q, cur)
+		}
+		return tk.lateOutcome
+	}
+	used := window.Add(cur.regional.Load(), cur.imported.Load())
+	if d != nil {
+		for _, other := range d.flying {
+			if other == tk {
+				break
+			}
+			if !other.local && other.q.decide(used, prev.count()).Success {
+				used = window.Add(used, other.q.cost)
+			}
+		}
+	}
+	o := q.decide(used, prev.count())
+	if o.Success && q.cost > 0 && l.replay != nil {
+		cur.regional.Add(q.cost)
+		cur.admitted.Add(q.cost)
+		if tk != nil {
+			tk.local = true
+		}
+	}
+	cur.unlock()
+	if !o.Success {
+		l.denied(q, cur)
+	}
+	return o
+}
+
+// of returns the decider of cell, or nil if it has none.
+func (ds *deciders) of(cell origin.Cell) *decider {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	return ds.m[cell]
 }
 
 // enqueue adds tk to its cell's queue, starting the cell's decider if none
@@ -175,14 +248,18 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	// The batches decided locally meanwhile count these costs as spent
 	// until the verdict is merged; the origin counts their speculative
 	// increments as spent in turn, with the other regions' counts.
-	reserved := costs(batch)
-	speculative := d.cur.reserve(reserved)
-	defer d.cur.release()
+	// The tickets still waiting are marked sent and recorded as the call in
+	// flight with the writer's count in one step, so a caller that gives up
+	// decides locally either beside the call or into the count it sends
+	// (see applyBeside).
+	speculative, sent := d.cur.reserve(func() int64 { return d.markSent(batch) })
+	defer d.cur.release(func() { d.flying = nil })
 	c := origin.Check{
 		Key:     first.cell.Key,
 		Seq:     first.pos.Seq,
 		Elapsed: first.pos.Elapsed,
 		Writer:  d.cur.writer,
+		Sent:    sent,
 		Imported: origin.Counts{
 			Current:  window.Add(d.cur.imported.Load(), speculative),
 			Previous: d.prev.importedCount(),
@@ -190,36 +267,36 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
 	defer cancel()
-	v, sent, err := l.decideOnce(ctx, d.cur, &c, batch)
+	v, asked, err := l.decideOnce(ctx, d.cur, &c, batch)
 	if err == nil && v.Stale {
 		// A late copy of a call given up on landed first: its count is
 		// taken as this cell's, and the decision made again above it.
-		v, sent, err = l.decideOnce(ctx, d.cur, &c, sent)
+		c.Sent = d.cur.resend(func() int64 { return d.markAgain(asked) })
+		v, asked, err = l.decideOnce(ctx, d.cur, &c, asked)
 	}
 	switch {
-	case len(sent) == 0: // every caller gave up: nothing was asked
+	case len(asked) == 0: // every caller gave up: nothing was asked
 	case err != nil || v.Stale:
 		d.cur.backoffUntil.Store(first.t + l.cfg.OriginBackoff.Milliseconds())
 		l.originFailed(first, readStrict, err)
 	default:
-		included, abandoned := l.answer(d.cur, c, v, sent)
-		d.cur.merge(v.Counts.Current-abandoned, included)
+		d.cur.merge(v.Counts.Current, l.answer(d.cur, c, v, asked))
 		l.mergePrevious(first, v.Counts.Previous)
 		d.cur.syncedAt.Store(max(first.t, 1))
 	}
 }
 
-// decideOnce asks the origin for the tickets of batch still waiting, with
-// cur's count as a writer, and returns the verdict and the tickets asked
-// for (none: nothing was sent). The count is read before the tickets are
-// filtered: a caller that gave up before the filter is not asked for (its
-// local admission may be in the count, and the origin would count it
-// again); one that gives up after it admits locally after the count was
-// read, so the origin's admission and the caller's are the same increment
-// of the writer (see answer). A failure leaves the cell's count in doubt; a
+// decideOnce asks the origin for the tickets of batch not abandoned, with
+// c.Sent as cur's count as a writer, and returns the verdict and the
+// tickets asked for (none: nothing was sent). The count and the tickets
+// were taken together under the cell's lock (see cell.reserve): a caller
+// that gave up before is not asked for (its local admission may be in the
+// count, and the origin would count it again); one that gives up after
+// decides locally counting the reservation as spent, less its own cost,
+// since the origin's admission and its own are then the same increment of
+// the writer (see answer). A failure leaves the cell's count in doubt; a
 // stale verdict raises the count to the origin's share of it.
 func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, batch []*ticket) (origin.Verdict, []*ticket, error) {
-	c.Sent = cur.admitted.Load()
 	batch = waiting(batch)
 	if len(batch) == 0 {
 		return origin.Verdict{}, nil, nil
@@ -240,11 +317,29 @@ func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, ba
 	return v, batch, err
 }
 
-// costs returns the total cost of the tickets of batch.
-func costs(batch []*ticket) int64 {
+// markAgain records the tickets of batch not abandoned as the call in
+// flight again, for a second call after a stale verdict. It runs under the
+// cell's lock.
+func (d *decider) markAgain(batch []*ticket) int64 {
+	d.flying = waiting(batch)
 	var sum int64
-	for _, tk := range batch {
+	for _, tk := range d.flying {
 		sum = window.Add(sum, tk.q.cost)
+	}
+	return sum
+}
+
+// markSent marks the tickets of batch still waiting as sent, records them
+// as the call in flight and returns their total cost. It runs under the
+// cell's lock.
+func (d *decider) markSent(batch []*ticket) int64 {
+	var sum int64
+	d.flying = d.flying[:0]
+	for _, tk := range batch {
+		if tk.state.CompareAndSwap(ticketWaiting, ticketSent) {
+			sum = window.Add(sum, tk.q.cost)
+			d.flying = append(d.flying, tk)
+		}
 	}
 	return sum
 }
@@ -266,33 +361,38 @@ func (l *Limiter) decided(cur *cell) {
 	}
 }
 
-// answer hands the origin's verdict to the tickets still waiting and
-// records the admitted costs it handed out in cur's count as a writer. It
-// returns the writer count the origin's total holds, and the costs
-// admitted for abandoned tickets. The
-// origin also counted the costs it admitted for abandoned tickets: they are
-// left out of cur's count and of v's total, so the caller's local
-// admission, if it made one, reaches the origin as the same increment (the
-// writer's count rises to where the origin has it already), and a local
-// denial leaves the origin one admission ahead, which the next one absorbs.
-func (l *Limiter) answer(cur *cell, c origin.Check, v origin.Verdict, batch []*ticket) (included, abandoned int64) {
+// answer hands the origin's verdict to the tickets of batch and records
+// the costs it admitted in cur's count as a writer, and returns the
+// writer count the origin's total holds. A ticket whose caller gave up is
+// answered all the same (late, see applyBeside), unless the caller
+// admitted it locally first: that admission and the origin's are then the
+// same increment, in the writer's count already.
+func (l *Limiter) answer(cur *cell, c origin.Check, v origin.Verdict, batch []*ticket) (included int64) {
 	outcomes := fillOutcomes(c, v)
-	var taken int64
+	var taken, local int64
+	cur.lock()
 	for i, tk := range batch {
-		if !tk.state.CompareAndSwap(ticketWaiting, ticketAnswered) {
+		switch {
+		case tk.state.CompareAndSwap(ticketSent, ticketAnswered):
+			tk.outcome, tk.ok = outcomes[i], true
+		case tk.local:
 			if v.Admitted[i] {
-				abandoned += c.Asks[i].Cost
+				local += c.Asks[i].Cost
 			}
 			continue
+		default:
+			tk.late, tk.lateOutcome = true, outcomes[i]
 		}
-		tk.outcome, tk.ok = outcomes[i], true
 		if v.Admitted[i] {
 			taken += c.Asks[i].Cost
 		}
 	}
-	cur.admittedAtOrigin(taken, c.Sent+taken)
-	cur.settled(c.Sent + taken)
-	return c.Sent + taken, abandoned
+	included = c.Sent + taken + local
+	cur.admitted.Add(taken)
+	raise(&cur.acked, included)
+	cur.unlock()
+	cur.settled(included)
+	return included
 }
 
 // fillOutcomes returns each ask's outcome from the origin's verdict: the
