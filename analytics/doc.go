@@ -29,6 +29,10 @@
 // [Recorder.Record] puts the decision on a bounded lock-free queue (one
 // CAS and a store); [Recorder.Advance], called a few times a second by the
 // embedder, applies it under a lock, as do Report and the other readers
-// before they answer. The package starts no goroutine and reads no clock:
-// every time is the caller's, so the same calls give the same answers.
+// before they answer. Record never takes the lock and never applies the
+// queue: a decision that finds the queue full is left out and counted
+// ([Stats].Dropped), so a held-up Advance costs analytics, never the
+// request that records. The package starts no goroutine and reads no
+// clock: every time is the caller's, so the same calls give the same
+// answers.
 package analytics

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,9 +17,9 @@ const (
 	// one by one.
 	DefaultMaxNamespaces = 256
 	// DefaultQueueSize is the default length of the queue of decisions
-	// recorded and not applied yet: 8192, 0.1 s of 80,000 decisions a
-	// second.
-	DefaultQueueSize = 8192
+	// recorded and not applied yet: 32,768, 0.1 s (sluice serve's interval
+	// between two applications) of 327,680 decisions a second.
+	DefaultQueueSize = 1 << 15
 	// TopN is the length of each top list of a [Report].
 	TopN = 10
 	// IdleAfter is how long a namespace without decisions keeps its slot:
@@ -75,19 +76,20 @@ type Stats struct {
 	// Late is the number of decisions older than an hour when applied,
 	// missing from the per-second series.
 	Late uint64
-	// Stalls is the number of times Record found the queue full and
-	// applied it itself.
-	Stalls uint64
+	// Dropped is the number of decisions Record found no room for in the
+	// queue and left out: the queue was not applied in time.
+	Dropped uint64
 }
 
 // Recorder records rate-limit decisions and answers their analytics. It
 // holds no goroutine and reads no clock: time is what the callers of
-// Record, Advance and Report pass. Record is safe for concurrent use and
-// lock-free while the queue has room; Advance and Report take a lock.
+// Record, Advance and Report pass. Record is safe for concurrent use,
+// lock-free, and never waits; Advance and Report take a lock.
 type Recorder struct {
-	q    *queue
-	max  int
-	seed maphash.Seed
+	q       *queue
+	max     int
+	seed    maphash.Seed
+	dropped atomic.Uint64 // decisions that found the queue full
 
 	mu     sync.Mutex
 	spaces map[Key]*space
@@ -116,29 +118,20 @@ func New(cfg Config) (*Recorder, error) {
 }
 
 // Record records one decision on identifier in workspace's namespace made
-// at now: passed, or denied. It queues the decision without a lock; when
-// the queue is full it applies the queue itself first.
+// at now: passed, or denied. It never takes a lock and never applies the
+// queue: it queues the decision (a CAS and a store) or, if the queue is
+// full, leaves it out and counts it in [Stats].Dropped.
 func (r *Recorder) Record(workspace, namespace, identifier string, passed bool, now time.Time) {
 	st := stamp(now.Unix(), passed)
-	if !r.q.tryPush(workspace, namespace, identifier, st) {
-		r.recordSlow(workspace, namespace, identifier, st)
-	}
-}
-
-// recordSlow queues a decision another producer raced for, or that found
-// the queue full: then it applies the queue itself first.
-func (r *Recorder) recordSlow(workspace, namespace, identifier string, st int64) {
-	for !r.q.push(workspace, namespace, identifier, st) {
-		r.mu.Lock()
-		r.stats.Stalls++
-		r.drain()
-		r.mu.Unlock()
+	if !r.q.tryPush(workspace, namespace, identifier, st) && !r.q.push(workspace, namespace, identifier, st) {
+		r.dropped.Add(1)
 	}
 }
 
 // Advance applies the decisions queued so far and, once a minute of now,
-// forgets the namespaces idle for IdleAfter. Call it a few times a second
-// so that Record rarely finds the queue full.
+// forgets the namespaces idle for IdleAfter. Call it a few times a second,
+// on a goroutine that nothing else holds up: decisions recorded while the
+// queue is full are dropped.
 func (r *Recorder) Advance(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -216,6 +209,7 @@ func (r *Recorder) Stats() Stats {
 	r.drain()
 	st := r.stats
 	st.Namespaces = len(r.spaces)
+	st.Dropped = r.dropped.Load()
 	return st
 }
 

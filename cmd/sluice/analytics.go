@@ -82,11 +82,34 @@ func (c *serveCmd) newAnalytics(log *slog.Logger, cl *cleanup) (server.Analytics
 	return rec, nil
 }
 
-// runAnalytics applies rec's queue and publishes to region (if any) until
-// ctx ends. A failed publication is logged once, and its recovery too.
+// runAnalytics applies rec's queue every advanceInterval and, on a
+// goroutine of its own, publishes to region (if any) every
+// publishInterval, until ctx ends; it returns once both have stopped. A
+// publication waits for Redis up to its timeout, so it never runs on the
+// goroutine that applies the queue: a slow or frozen Redis then delays
+// the region's view of this node, never the queue, which would fill and
+// drop decisions.
 func runAnalytics(ctx context.Context, rec *analytics.Recorder, region *analyticsredis.Region, log *slog.Logger) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if region != nil {
+		wg.Go(func() { publishAnalytics(ctx, region, log) })
+	}
 	advance := time.NewTicker(advanceInterval)
 	defer advance.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-advance.C:
+			rec.Advance(now)
+		}
+	}
+}
+
+// publishAnalytics publishes to region every publishInterval until ctx
+// ends. A failed publication is logged once, and its recovery too.
+func publishAnalytics(ctx context.Context, region *analyticsredis.Region, log *slog.Logger) {
 	publish := time.NewTicker(publishInterval)
 	defer publish.Stop()
 	failing := false
@@ -94,12 +117,7 @@ func runAnalytics(ctx context.Context, rec *analytics.Recorder, region *analytic
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-advance.C:
-			rec.Advance(now)
 		case now := <-publish.C:
-			if region == nil {
-				continue
-			}
 			err := region.Publish(ctx, now)
 			switch {
 			case err != nil && !failing:
