@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // AnalyticsAnswer answers a peer's analytics call: it gets the call's JSON
@@ -48,6 +50,11 @@ func (o *Origin) serveAnalytics(ctx context.Context, body []byte) (any, int, err
 // hands each reply that comes back to take, one at a time. It returns how
 // many members answered and how many were asked; the others are left out
 // (their failures are counted by the Observer, like every call's).
+//
+// Analytics calls go around the peers' breakers: a late or failed answer
+// never counts toward opening one. A breaker routes the counters (an open
+// one moves the peer's counters to a stand-in), and analytics answers,
+// heavier and rarer than counter calls, say nothing about those.
 func (o *Origin) AskPeers(ctx context.Context, req any, take func(reply json.RawMessage)) (answered, asked int) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -64,7 +71,7 @@ func (o *Origin) AskPeers(ctx context.Context, req any, take func(reply json.Raw
 		asked++
 		wg.Go(func() {
 			var raw json.RawMessage
-			if o.callBody(ctx, p, KindAnalytics, body, &raw) != nil {
+			if o.askPeer(ctx, p, body, &raw) != nil {
 				return
 			}
 			mu.Lock()
@@ -75,4 +82,18 @@ func (o *Origin) AskPeers(ctx context.Context, req any, take func(reply json.Raw
 	}
 	wg.Wait()
 	return answered, asked
+}
+
+// askPeer sends one analytics call to p within Config.Timeout, outside p's
+// breaker, and counts its outcome.
+func (o *Origin) askPeer(ctx context.Context, p *peer, body []byte, reply *json.RawMessage) error {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := o.post(ctx, p, KindAnalytics, body, reply)
+	o.cfg.Observer.RPC(KindAnalytics, outcomeOf(err), time.Since(start))
+	if err != nil {
+		return fmt.Errorf("cluster: %s at %s: %w", KindAnalytics, p.id, err)
+	}
+	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestAskPeers checks the analytics call between three members: each
@@ -38,5 +41,50 @@ func TestAskPeers(t *testing.T) {
 	}
 	if n := a.obs.count(KindAnalytics, OutcomeOK); n != 1 {
 		t.Errorf("%d analytics calls counted OK, want 1", n)
+	}
+}
+
+// TestAnalyticsSpareTheBreaker has a member answer analytics calls late or
+// with failures, more times than open a peer's breaker: its breaker, which
+// routes the counters it owns, stays closed.
+func TestAnalyticsSpareTheBreaker(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve func(b *testNode)
+	}{
+		{"late", func(b *testNode) {
+			b.o.ServeAnalytics(func(ctx context.Context, _ []byte) (any, error) {
+				<-ctx.Done() // the caller gave up
+				return nil, ctx.Err()
+			})
+		}},
+		{"unavailable", func(b *testNode) {
+			h := *b.rpc.Load()
+			failing := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, string(KindAnalytics)) {
+					http.Error(w, "overloaded", http.StatusServiceUnavailable)
+					return
+				}
+				h.ServeHTTP(w, r)
+			}))
+			b.rpc.Store(&failing)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := newTestClusterWith(t, 2, Config{Secret: "0123456789abcdef0123456789abcdef", Timeout: 100 * time.Millisecond})
+			a, b := nodes[0], nodes[1]
+			tc.serve(b)
+			for range 5 { // the breaker opens after 3 failures in a row
+				if answered, asked := a.o.AskPeers(t.Context(), map[string]string{"namespace": "api"}, func(json.RawMessage) {}); answered != 0 || asked != 1 {
+					t.Fatalf("answered %d of %d, want 0 of 1", answered, asked)
+				}
+			}
+			if p := a.o.view.Load().peers[b.o.ID()]; !p.closed() {
+				t.Fatalf("b's breaker is %v after failed analytics calls, want closed", p.breaker.State())
+			}
+			if n := a.obs.count(KindAnalytics, OutcomeOK); n != 0 {
+				t.Errorf("%d analytics calls counted OK, want 0", n)
+			}
+		})
 	}
 }
