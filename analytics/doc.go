@@ -12,7 +12,8 @@
 //
 // Memory is bounded: at most MaxNamespaces namespaces are tracked one by
 // one, each in at most BytesPerNamespace bytes plus the identifiers its
-// sketches hold (at most 1,792); decisions of further namespaces are
+// sketches hold (at most 1,792, of at most MaxIdentifierBytes each);
+// decisions of further namespaces are
 // counted together in one aggregate ([Recorder.Other]), and a namespace
 // idle for IdleAfter frees its slot.
 //
@@ -32,7 +33,8 @@
 // before they answer. Record never takes the lock and never applies the
 // queue: a decision that finds the queue full is left out and counted
 // ([Stats].Dropped), so a held-up Advance costs analytics, never the
-// request that records. The package starts no goroutine and reads no
+// request that records. Identifiers are kept in at most
+// [MaxIdentifierBytes]. The package starts no goroutine and reads no
 // clock: every time is the caller's, so the same calls give the same
 // answers.
 package analytics

@@ -34,8 +34,8 @@ const (
 // sketches (14 buckets, each of requests and of denials) of 2,728 bytes
 // (3,072 as allocated), with their bookkeeping. A namespace without
 // denials allocates half the sketches. The identifiers held add at most
-// 28 × SketchSize = 1,792 strings (at most 512 bytes each through the
-// server). TestBytesPerNamespace checks it.
+// 28 × SketchSize = 1,792 strings of at most MaxIdentifierBytes each.
+// TestBytesPerNamespace checks it.
 const BytesPerNamespace = 132 << 10
 
 // Errors of the package.
@@ -165,12 +165,14 @@ func (r *Recorder) drain() {
 	}
 }
 
-// apply adds one decision to its namespace's space.
+// apply adds one decision to its namespace's space, its identifier
+// clipped to MaxIdentifierBytes.
 func (r *Recorder) apply(ev *event) {
 	if ev.second() < 0 {
 		r.stats.Late++
 		return
 	}
+	id := clip(ev.identifier)
 	k := Key{Workspace: ev.workspace, Namespace: ev.namespace}
 	s := r.lastSp
 	if s == nil || k != r.last {
@@ -180,7 +182,7 @@ func (r *Recorder) apply(ev *event) {
 	if s == r.other {
 		r.stats.Aggregated++
 	}
-	if !s.add(ev.second(), ev.identifier, maphash.String(r.seed, ev.identifier), ev.passed()) {
+	if !s.add(ev.second(), id, maphash.String(r.seed, id), ev.passed()) {
 		r.stats.Late++
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"go.uber.org/goleak"
@@ -355,6 +357,47 @@ func TestRecordNeverWaits(t *testing.T) {
 			}
 			if p := mustReport(t, r, "ws", "api", Minute, t0).Series[59]; p.Passed != size {
 				t.Errorf("%d decisions applied, want the queue's %d", p.Passed, size)
+			}
+		})
+	}
+}
+
+// TestLongIdentifiers records identifiers around MaxIdentifierBytes: one
+// within it is kept whole; a longer one is kept in at most
+// MaxIdentifierBytes, cut at a character boundary and marked with "…" and
+// a hash of the whole, so that two long ones sharing their first bytes
+// stay apart.
+func TestLongIdentifiers(t *testing.T) {
+	long := strings.Repeat("é", 4096) // 8 KiB of 2-byte characters
+	for _, tc := range []struct {
+		name, id string
+		whole    bool
+	}{
+		{"at the cap", strings.Repeat("a", MaxIdentifierBytes), true},
+		{"one byte over", strings.Repeat("b", MaxIdentifierBytes+1), false},
+		{"8 KiB", long + "x", false},
+		{"8 KiB, another end", long + "y", false},
+		{"3-byte characters", strings.Repeat("€", 200), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder(t, Config{})
+			r.Record("ws", "api", tc.id, true, t0)
+			r.Record("ws", "api", long+"z", true, t0) // another long one, to stay apart from
+			top := mustReport(t, r, "ws", "api", Minute, t0).TopRequests
+			if len(top) != 2 {
+				t.Fatalf("%d identifiers listed, want 2", len(top))
+			}
+			got := top[0].Identifier
+			if !strings.HasPrefix(tc.id, got[:min(len(got), 8)]) {
+				got = top[1].Identifier
+			}
+			switch {
+			case len(got) > MaxIdentifierBytes || !utf8.ValidString(got):
+				t.Fatalf("kept %d bytes (valid UTF-8: %v), want at most %d", len(got), utf8.ValidString(got), MaxIdentifierBytes)
+			case tc.whole && got != tc.id:
+				t.Fatalf("kept %q, want it whole", got)
+			case !tc.whole && (!strings.Contains(got, "…") || !strings.HasPrefix(tc.id, got[:strings.LastIndex(got, "…")])):
+				t.Fatalf("kept %q, want a prefix of it marked with …", got)
 			}
 		})
 	}

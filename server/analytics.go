@@ -10,7 +10,10 @@ import (
 
 // Analytics records every decision and answers getAnalytics;
 // *analytics.Recorder implements it. Record is on the path of every limit
-// call and must return at once.
+// call and must return at once: *analytics.Recorder never waits, and
+// drops (and counts) a decision rather than wait. The API's identifiers
+// (at most MaxNameBytes) fit analytics.MaxIdentifierBytes, so the
+// analytics keep them whole.
 type Analytics interface {
 	// Record records one decision on identifier in workspace's namespace,
 	// made at now.
@@ -23,6 +26,10 @@ type Analytics interface {
 }
 
 var _ Analytics = (*analytics.Recorder)(nil)
+
+// The analytics keep every identifier the API takes whole: this does not
+// compile if MaxNameBytes passes analytics.MaxIdentifierBytes.
+var _ [analytics.MaxIdentifierBytes - MaxNameBytes]struct{}
 
 // TypeAnalyticsOff is the problem type of a getAnalytics call to a server
 // whose analytics are turned off (--analytics=false).

@@ -6,15 +6,20 @@
 // as the members' own analytics (their record queues are applied every
 // 100 ms), and takes at most the cluster's RPC timeout. A member that does
 // not answer in time, or whose breaker is open, is left out and the answer
-// covers the others; the failure is logged at most once a minute.
+// covers the others; the failure is logged at most once a minute. A
+// member's reply stays within cluster.MaxAnalyticsReply, what the asking
+// node reads: if it would not, it leaves out its sketches' smallest
+// counters, its counts still upper bounds of the true counts.
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -133,7 +138,12 @@ func (r *Region) answer(_ context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errInvalidRequest, err)
 	}
-	return wireOf(p, held), nil
+	w := wireOf(p, held)
+	raw, err := w.encode(cluster.MaxAnalyticsReply)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(raw), nil
 }
 
 // request is an analytics call's body.
@@ -184,4 +194,69 @@ func (w wirePart) part() analytics.Part {
 		p.Top[t.Key] = t.Summary
 	}
 	return p
+}
+
+// encode returns w as JSON in at most limit bytes. If it takes more, the
+// smallest counters of its sketches are left out until it fits (see trim):
+// the reply stays within what the asking node reads, its counts still
+// bound the true counts, and its errors say how much looser they are.
+func (w *wirePart) encode(limit int) ([]byte, error) {
+	raw, err := json.Marshal(w)
+	for err == nil && len(raw) > limit {
+		if !w.trim(len(raw) - limit) {
+			return nil, fmt.Errorf("analytics/cluster: a reply of %d bytes without its top lists, over the cap of %d", len(raw), limit)
+		}
+		raw, err = json.Marshal(w)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("analytics/cluster: encoding a reply: %w", err)
+	}
+	return raw, nil
+}
+
+// trim leaves out the smallest counters of w's sketches, smallest count
+// first, until their JSON adds up to excess bytes, and raises each
+// sketch's Min to the largest count it left out: Min stays the most an
+// identifier the sketch does not list can have occurred, so a merge still
+// counts at least the truth. It returns false if no counter was left.
+func (w *wirePart) trim(excess int) bool {
+	type counter struct {
+		top, entry int
+		count      uint64
+	}
+	var all []counter
+	for i, t := range w.Top {
+		for j, h := range t.Summary.Entries {
+			all = append(all, counter{top: i, entry: j, count: h.Count})
+		}
+	}
+	if len(all) == 0 {
+		return false
+	}
+	slices.SortFunc(all, func(a, b counter) int { return cmp.Compare(a.count, b.count) })
+	dropped := make([][]bool, len(w.Top))
+	for i, t := range w.Top {
+		dropped[i] = make([]bool, len(t.Summary.Entries))
+	}
+	for _, c := range all {
+		if excess <= 0 {
+			break
+		}
+		s := &w.Top[c.top].Summary
+		b, _ := json.Marshal(s.Entries[c.entry]) // a Heavy always encodes
+		excess -= len(b) + len(",")
+		s.Min = max(s.Min, c.count)
+		dropped[c.top][c.entry] = true
+	}
+	for i := range w.Top {
+		s := &w.Top[i].Summary
+		kept := s.Entries[:0]
+		for j, h := range s.Entries {
+			if !dropped[i][j] {
+				kept = append(kept, h)
+			}
+		}
+		s.Entries = kept
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var t0 = time.Unix(1_800_000_000, 0)
 
 // members stands in for the cluster origins of a region: AskPeers calls
-// the other members' answers in process, through JSON as the RPC does;
+// the other members' answers in process, through JSON as the RPC does,
+// and leaves out a reply over cluster.MaxAnalyticsReply as the RPC does;
 // members in down do not answer.
 type members struct {
 	answers map[string]cluster.AnalyticsAnswer
@@ -53,6 +55,9 @@ func (m member) AskPeers(ctx context.Context, req any, take func(json.RawMessage
 		raw, err := json.Marshal(reply)
 		if err != nil {
 			panic(err)
+		}
+		if len(raw) > cluster.MaxAnalyticsReply {
+			continue // the RPC would cut it and fail to decode it
 		}
 		answered++
 		take(raw)
@@ -133,7 +138,68 @@ func TestAnswerRefusesBadRequests(t *testing.T) {
 		})
 	}
 	got, err := r.answer(t.Context(), []byte(`{"workspace":"ws","namespace":"none","interval":"1h","now":1}`))
-	if w, ok := got.(wirePart); err != nil || !ok || w.Held {
-		t.Fatalf("a namespace this member never saw: %+v, %v; want held false", got, err)
+	var w wirePart
+	if raw, ok := got.(json.RawMessage); err != nil || !ok || json.Unmarshal(raw, &w) != nil || w.Held {
+		t.Fatalf("a namespace this member never saw: %s, %v; want held false", got, err)
+	}
+}
+
+// TestReplyWithinCap fills every top-list sketch of a namespace (14
+// buckets of each window, requests and denials) with long identifiers and
+// checks that the reply to a call for its day stays within what the
+// asking node reads, cluster.MaxAnalyticsReply, and that the counts the
+// asking node merges from it are still upper bounds of the true counts.
+func TestReplyWithinCap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		id   func(i int) string
+	}{
+		{"8 KiB identifiers", func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("x", 8<<10) }},
+		{"512 bytes, each escaped in 6 bytes of JSON", func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("<", 508) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := &members{answers: map[string]cluster.AnalyticsAnswer{}}
+			a, b := newRegion(t, all, "a"), newRegion(t, all, "b")
+			end := t0.Truncate(time.Hour).Add(time.Hour - time.Second)
+			var times []time.Time // 7 buckets of 10 min and 7 of 10 s, within the last hour
+			for k := range 7 {
+				times = append(times, end.Add(-time.Duration(k)*10*time.Minute), end.Add(-time.Duration(k)*10*time.Second))
+			}
+			for _, at := range times {
+				for i := range analytics.SketchSize {
+					b.Record("ws", "api", tc.id(i), true, at)
+					b.Record("ws", "api", tc.id(i), false, at)
+				}
+			}
+			body, err := json.Marshal(request{Workspace: "ws", Namespace: "api", Interval: analytics.Day, Now: end.UnixMilli()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reply, err := b.answer(t.Context(), body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(raw) > cluster.MaxAnalyticsReply {
+				t.Fatalf("a reply of %d bytes, over the cap of %d", len(raw), cluster.MaxAnalyticsReply)
+			}
+			t.Logf("reply: %d bytes", len(raw))
+			rep, err := a.Report("ws", "api", analytics.Hour, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			truth := uint64(2 * len(times)) // every identifier: a passed and a denied decision at each time
+			if want := truth * analytics.SketchSize; rep.Requests != want || len(rep.TopRequests) == 0 {
+				t.Fatalf("%d requests, %d listed; want b's %d and a top list", rep.Requests, len(rep.TopRequests), want)
+			}
+			for _, h := range rep.TopRequests {
+				if h.Count < truth || h.Count-h.Error > truth {
+					t.Errorf("%.12q…: count %d, error %d; the true count %d is not within", h.Identifier, h.Count, h.Error, truth)
+				}
+			}
+		})
 	}
 }

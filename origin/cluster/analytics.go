@@ -15,15 +15,16 @@ import (
 // 400 with its text (a request this node cannot answer).
 type AnalyticsAnswer func(ctx context.Context, request []byte) (any, error)
 
-// maxAnalyticsReply bounds the reply of an analytics call a node reads: a
-// namespace's series of a day and its top lists' sketches, identifiers of
-// up to 512 bytes included.
-const maxAnalyticsReply = 4 << 20
+// MaxAnalyticsReply is the most a node reads of the reply to an analytics
+// call: a longer reply is cut there and fails to decode, and its member is
+// left out of the answer. Package analytics/cluster keeps its replies
+// within it.
+const MaxAnalyticsReply = 4 << 20
 
 // replyCap is the most a node reads of the reply to a call of kind.
 func replyCap(kind Kind) int64 {
 	if kind == KindAnalytics {
-		return maxAnalyticsReply
+		return MaxAnalyticsReply
 	}
 	return maxBody
 }

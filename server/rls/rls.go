@@ -144,8 +144,9 @@ type Config struct {
 	MaxMessageBytes int
 	// Recorder, if set, records every enforced decision: in workspace
 	// WorkspaceOf(domain), namespace domain, under the descriptor's
-	// counter identifier. Shadow-mode checks are not recorded. Default:
-	// none.
+	// counter identifier (up to 8,256 bytes; *analytics.Recorder keeps at
+	// most analytics.MaxIdentifierBytes of it). Shadow-mode checks are not
+	// recorded. Default: none.
 	Recorder Recorder
 }
 
