@@ -65,7 +65,7 @@ func (s *Server) request(c *call, in limitInput) (sluice.Request, string, *apiEr
 		Duration:   time.Duration(in.Duration) * time.Millisecond,
 		Cost:       in.Cost,
 	}
-	ns, ok, e := s.namespaces.forLimit(c.ctx, c.workspace, in.Namespace)
+	ns, ok, e := s.namespaces.forLimit(c.ctx, &c.namespaceWait, c.workspace, in.Namespace)
 	if !ok {
 		return r, "", e
 	}

@@ -30,8 +30,8 @@ const (
 
 // namespaces creates the namespaces that calls use for the first time, in
 // the background and at most once at a time per name, and enforces the cap
-// per workspace. A limit call never waits on the store for longer than
-// namespaceWait.
+// per workspace. A limit call, multiLimit included, never waits on the
+// store for longer than namespaceWait in all.
 type namespaces struct {
 	catalog Catalog
 	max     int
@@ -62,12 +62,14 @@ func newNamespaces(catalog Catalog, maxPerWorkspace int, log *slog.Logger) *name
 	}
 }
 
-// forLimit returns the namespace of a limit call. When it is not in memory
-// its creation starts and forLimit waits up to namespaceWait for it; ok is
-// false if it did not end in time or failed: the call is then decided
-// without overrides under the name it gave. The error is the cap (403) or a
-// shutdown (503).
-func (n *namespaces) forLimit(ctx context.Context, workspace, name string) (ns store.Namespace, ok bool, e *apiError) {
+// forLimit returns the namespace of a check of a limit call. When it is
+// not in memory its creation starts and forLimit waits for it until
+// *until, which the call's first wait sets to namespaceWait from then: the
+// checks of one call share one wait, however many they are. ok is false if
+// the creation did not end in time or failed: the check is then decided
+// without overrides under the name it gave. The error is the cap (403) or
+// a shutdown (503).
+func (n *namespaces) forLimit(ctx context.Context, until *time.Time, workspace, name string) (ns store.Namespace, ok bool, e *apiError) {
 	if ns, ok := n.catalog.CachedNamespace(workspace, name); ok {
 		return ns, true, nil
 	}
@@ -75,7 +77,10 @@ func (n *namespaces) forLimit(ctx context.Context, workspace, name string) (ns s
 	if e != nil {
 		return ns, false, e
 	}
-	t := time.NewTimer(namespaceWait)
+	if until.IsZero() {
+		*until = time.Now().Add(namespaceWait)
+	}
+	t := time.NewTimer(max(0, time.Until(*until)))
 	defer t.Stop()
 	select {
 	case <-cr.done:

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -88,4 +90,30 @@ func TestSlowStoreDoesNotHoldLimitCalls(t *testing.T) {
 	if !ok || ns.Name != "new" {
 		t.Fatalf("namespace not created once the store answered: %+v, %v", ns, ok)
 	}
+}
+
+// TestMultiLimitWaitsForNamespacesOnce sends a multiLimit of 100 checks on
+// one new namespace while the store hangs: the checks share the call's one
+// namespace wait (virtual time), where each used to wait on its own
+// (100 × 50 ms).
+func TestMultiLimitWaitsForNamespacesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore()
+		st.release = make(chan struct{})
+		s := newServerOver(t, st, Config{})
+		checks := make([]string, 100)
+		for i := range checks {
+			checks[i] = limitBody("new")
+		}
+		start := time.Now()
+		r := do(t, s.Handler(), "POST", "/v2/ratelimit.multiLimit", "Bearer k", "application/json", "["+strings.Join(checks, ",")+"]")
+		if r.code != 200 {
+			t.Fatalf("multiLimit: %d %s", r.code, r.raw)
+		}
+		if waited := time.Since(start); waited > namespaceWait {
+			t.Errorf("multiLimit of 100 checks waited %v for its namespace, want at most %v", waited, namespaceWait)
+		}
+		close(st.release)
+		s.namespaces.wait()
+	})
 }

@@ -230,6 +230,9 @@ type call struct {
 	body      []byte
 	span      trace.Span // the request's span if it is recording, else nil
 	start     time.Time  // when the request arrived: the time of its analytics
+	// namespaceWait is when the call stops waiting for the creation of
+	// its namespaces (zero until its first wait; see namespaces.forLimit).
+	namespaceWait time.Time
 
 	// data is the JSON of the response's data, appended by the handler;
 	// page is the pagination of a list.

@@ -124,6 +124,10 @@ type Recorder interface {
 	Record(workspace, namespace, identifier string, passed bool, now time.Time)
 }
 
+// DefaultOriginTimeout is the default of Config.OriginTimeout: the
+// limiter's default OriginTimeout.
+const DefaultOriginTimeout = 250 * time.Millisecond
+
 // Config configures a [Service].
 type Config struct {
 	// Limiter makes the decisions. Required.
@@ -142,6 +146,12 @@ type Config struct {
 	// MaxMessageBytes caps the size of a request message. Default
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// OriginTimeout is the limiter's OriginTimeout. A call with
+	// shadow-mode checks makes several decisions; they share one deadline,
+	// this long from the call's start (or the caller's, if sooner), so the
+	// call waits on the origin at most this long in all, as one decision
+	// does. Default DefaultOriginTimeout, the limiter's default.
+	OriginTimeout time.Duration
 	// Recorder, if set, records every enforced decision: in workspace
 	// WorkspaceOf(domain), namespace domain, under the descriptor's
 	// counter identifier (up to 8,256 bytes; *analytics.Recorder keeps at
@@ -159,6 +169,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Domains is nil", ErrInvalidConfig)
 	case c.MaxMessageBytes < 0:
 		return fmt.Errorf("%w: MaxMessageBytes is negative", ErrInvalidConfig)
+	case c.OriginTimeout < 0:
+		return fmt.Errorf("%w: OriginTimeout is negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -187,6 +199,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.OriginTimeout == 0 {
+		cfg.OriginTimeout = DefaultOriginTimeout
 	}
 	s := &Service{cfg: cfg}
 	s.rules.Store(cfg.Domains)
@@ -404,7 +419,8 @@ func identifier(entries []entry) string {
 // decide asks the limiter about every limited check at time now. The
 // enforced checks are one all-or-nothing batch; shadow checks are decided
 // one by one after it, spending only when the batch passed (a denied call
-// spends nothing anywhere) and never denying the call.
+// spends nothing anywhere) and never denying the call. With shadow checks,
+// every decision of the call shares one deadline (Config.OriginTimeout).
 func (s *Service) decide(ctx context.Context, domain string, checks []check, now time.Time) (*rlsv3.RateLimitResponse, Outcome, error) {
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))
 	var enforced, shadow []int // indexes into checks
@@ -427,6 +443,12 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 		}
 	}
 
+	if len(shadow) > 0 {
+		// Several decisions: one deadline for all their origin waits.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.OriginTimeout)
+		defer cancel()
+	}
 	passed := true
 	if len(enforced) > 0 {
 		batch := make([]sluice.Request, len(enforced))
