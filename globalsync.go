@@ -533,8 +533,11 @@ func (l *Limiter) readDenials(ctx context.Context, now int64, st *GlobalStats) [
 // rollover weighs as the previous cell.
 // Received cells are marked as emitted, so they are never sent back.
 //
-// Rows of this region are never applied, even from a store that returns
-// them: the usage they carry is this region's own count, which every node
+// What the row's usage holds of this region's count is not imported: the
+// cell's committed count, or what this region has stored in the global
+// layer if that is more (an evicted cell created again by the row holds
+// nothing yet). Rows of this region are never applied, even from a store
+// that returns them: the usage they carry is this region's own count, which every node
 // of the region already holds as regional (through the origin, and the
 // pulled Own floor); imported too, it would count twice and the node would
 // deny the rest of the window.
@@ -549,7 +552,11 @@ func (l *Limiter) applyDenials(ds []global.Denial, st *GlobalStats) {
 		if usage <= 0 {
 			usage = d.Limit
 		}
-		c.raiseImported(usage - c.committed())
+		// The usage holds this region's count as far as the originator
+		// read it from the global store: at most what this region has
+		// stored there, which a cell evicted and created again here
+		// (committed 0) no longer holds, and its hydration brings back.
+		c.raiseImported(usage - max(c.committed(), l.global.published[d.Cell].count))
 		st.DenialsSynced++
 	}
 }
