@@ -2,7 +2,14 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/window"
+	"github.com/sluicehq/sluice/origin"
 )
 
 // RatelimitMany decides several requests all-or-nothing.
@@ -16,10 +23,16 @@ import (
 // its Current and Remaining describe the state after the rollback, as a peek
 // would.
 //
-// A batch of one request is decided as [Limiter.Ratelimit] decides it. A
-// batch of several, in strict mode or near a limit, reads the origin once
-// per counter and decides locally: all-or-nothing across counters cannot be
-// one atomic step at the origin.
+// A batch of one request is decided as [Limiter.Ratelimit] decides it. In a
+// batch of several, the requests on a counter in strict mode or near its
+// limit are decided by the origin, as a single request is: the origin
+// reserves their units atomically under a writer of the batch's own, one
+// call per counter, all at once. If every request passed, the reservations
+// stand as the admissions; if any was denied (here or at the origin), the
+// origin withdraws them. So two nodes racing for a counter's last units
+// with batches never both spend them. A batch its local view denies waits
+// for nothing, and one deadline, OriginTimeout from the first wait, bounds
+// every origin wait of a batch together.
 //
 // If any request is invalid, RatelimitMany returns an error wrapping
 // [ErrInvalidRequest] that names its index, and decides nothing.
@@ -46,26 +59,33 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	w := waits{parent: ctx, timeout: l.cfg.OriginTimeout}
 	defer w.release()
 
+	curs := l.batchCells(&w, qs)
 	out := make([]Response, len(qs))
-	curs := make([]*cell, len(qs))
+	var atOrigin []bool // nil: nothing is decided at the origin
 	passed := true
 	for i := range qs {
 		q := &qs[i]
-		cur, prev := l.cellsFor(&w, q)
-		if l.atOrigin(q, cur, prev) {
-			// The batch is decided locally, all-or-nothing; in strict mode
-			// or near the limit it first reads the origin, once for
-			// concurrent callers.
-			l.sharedRead(w.ctx(), q, readStrict, cur)
-			prev = l.cells.loadPrevious(q.hash, &q.cell)
+		prev := l.cells.loadPrevious(q.hash, &q.cell)
+		if passed && l.atOrigin(q, curs[i], prev) {
+			if atOrigin == nil {
+				atOrigin = make([]bool, len(qs))
+			}
+			atOrigin[i] = true
 		}
-		curs[i] = cur
-		o := l.apply(q, cur, prev, true)
+		mode := applySpeculative
+		if atOrigin != nil && atOrigin[i] {
+			mode = applyReserved
+		}
+		o := l.apply(q, curs[i], prev, mode)
 		q.response(&out[i], o)
 		passed = passed && o.Success
 	}
-
-	if !l.commit(qs, curs, out, passed) {
+	var rsv []*reservation
+	if passed && atOrigin != nil {
+		rsv = l.reservations(qs, curs, atOrigin)
+		passed = l.reserve(w.ctx(), qs, rsv, out)
+	}
+	if !l.commit(w.ctx(), qs, curs, out, passed, atOrigin, rsv) {
 		return nil, ErrClosed
 	}
 	if passed {
@@ -82,17 +102,217 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	return out, nil
 }
 
+// batchCells returns the current cell of each request of a batch, created
+// if needed. If the local view denies one of the requests on a counter it
+// has read from the origin, the batch is denied whatever the others do:
+// nothing is read. Otherwise the cells that need a read (see cellsFor) are
+// read all at once, under w's one deadline.
+func (l *Limiter) batchCells(w *waits, qs []resolved) []*cell {
+	curs := make([]*cell, len(qs))
+	reads := 0
+	denied := false
+	for i := range qs {
+		q := &qs[i]
+		cur := l.cells.load(q.hash, &q.cell)
+		var synced int64
+		if cur != nil {
+			synced = cur.syncedAt.Load()
+		}
+		if (l.origin == nil || synced != 0) && !q.decide(cur.count(), l.cells.loadPrevious(q.hash, &q.cell).count()).Success {
+			denied = true
+		}
+		if synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds() {
+			reads++
+		}
+	}
+	if denied || reads <= 1 || l.origin == nil {
+		for i := range qs {
+			if denied {
+				curs[i] = l.cellsHere(&qs[i])
+			} else {
+				curs[i], _ = l.cellsFor(w, &qs[i])
+			}
+		}
+		return curs
+	}
+	w.ctx() // made once, before the reads share it
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Go(func() { curs[i], _ = l.cellsFor(w, &qs[i]) })
+	}
+	wg.Wait()
+	return curs
+}
+
+// reservation is the part of a batch the origin decides on one counter:
+// the batch's requests on it (in batch order), asked for under a writer of
+// the batch's own, so that they can be withdrawn whole if the batch is
+// rolled back.
+type reservation struct {
+	cur   *cell
+	first *resolved // the earliest request
+	idx   []int     // the requests' indexes in the batch
+	check origin.Check
+	v     origin.Verdict
+	err   error
+}
+
+// reservations groups the requests of a batch to be decided at the origin
+// (atOrigin) by counter, and builds each counter's check: their
+// increments, in the count but not speculative (applyReserved), are its
+// asks, admitted under a holder of the batch's own. The check carries the
+// cell's count as a writer, which the origin counts as spent where it
+// holds less of it (without storing it), and the speculative increments
+// of the batches decided here, with the other regions' counts; not the
+// increments other batches reserve at the origin, which the origin counts
+// itself.
+func (l *Limiter) reservations(qs []resolved, curs []*cell, atOrigin []bool) []*reservation {
+	var rsv []*reservation
+	byCell := make(map[*cell]*reservation)
+	for i := range qs {
+		if !atOrigin[i] || qs[i].cost == 0 {
+			continue
+		}
+		r := byCell[curs[i]]
+		if r == nil {
+			r = &reservation{cur: curs[i], first: &qs[i]}
+			byCell[curs[i]] = r
+			rsv = append(rsv, r)
+		}
+		r.idx = append(r.idx, i)
+		r.check.Asks = append(r.check.Asks, origin.Ask{Limit: qs[i].limit, Cost: qs[i].cost})
+		if qs[i].t < r.first.t {
+			r.first = &qs[i]
+		}
+	}
+	for _, r := range rsv {
+		q := r.first
+		prev := l.cells.loadPrevious(q.hash, &q.cell)
+		r.check.Key, r.check.Seq, r.check.Elapsed = q.cell.Key, q.pos.Seq, q.pos.Elapsed
+		sent, speculative := r.cur.countsAside()
+		r.check.Writer, r.check.Sent, r.check.Holder = r.cur.writer, sent, origin.Writer(rand.Uint64()|1)
+		r.check.Imported = origin.Counts{
+			Current:  window.Add(r.cur.importedCount(), speculative),
+			Previous: window.Add(prev.importedCount(), prev.unsent()),
+		}
+	}
+	return rsv
+}
+
+// reserve asks the origin for every reservation of a batch at once and
+// fills the responses of the requests it decided. It reports whether the
+// batch still passes: false if the origin denied any request. A counter the
+// origin could not decide keeps its local decision, and is backed off for
+// OriginBackoff as after a failed single decision.
+func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation, out []Response) bool {
+	ask := func(r *reservation) {
+		start := time.Now()
+		r.v, r.err = l.origin.Decide(ctx, r.check)
+		l.cfg.Observer.OriginRead(readStrict, time.Since(start), r.err)
+		if r.err == nil && (r.v.Stale || len(r.v.Admitted) != len(r.check.Asks)) {
+			r.err = fmt.Errorf("sluice: a reservation answered stale or incomplete")
+		}
+	}
+	if len(rsv) == 1 {
+		ask(rsv[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, r := range rsv {
+			wg.Go(func() { ask(r) })
+		}
+		wg.Wait()
+	}
+	passed := true
+	for _, r := range rsv {
+		if r.err != nil {
+			r.cur.backoffUntil.Store(r.first.t + l.cfg.OriginBackoff.Milliseconds())
+			l.originFailed(r.first, readStrict, r.err)
+			continue
+		}
+		for j, o := range fillOutcomes(r.check, r.v) {
+			q := &qs[r.idx[j]]
+			q.response(&out[r.idx[j]], o)
+			if !o.Success {
+				passed = false
+				l.denied(q, r.cur)
+			}
+		}
+		l.mergePrevious(r.first, r.v.Counts.Previous)
+	}
+	return passed
+}
+
+// withdraw withdraws at the origin the reservations of a rolled-back batch
+// that may hold units (the origin admitted some, or its answer was lost),
+// all at once, within ctx, and then takes each reservation's increments
+// out of its cell's count: until the origin has withdrawn them, an origin
+// total merged meanwhile may hold them, and the count must not lose them
+// twice. The withdrawals that fail are left to the replayer, which sends
+// them again and then takes the increments out.
+func (l *Limiter) withdraw(ctx context.Context, rsv []*reservation) {
+	var wg sync.WaitGroup
+	for _, r := range rsv {
+		rw := reservationWrite{Delta: origin.Delta{Cell: origin.Cell{Key: r.check.Key, Sequence: r.check.Seq},
+			Writer: r.check.Holder}, withdraw: true, cur: r.cur, cost: costOf(r.check.Asks)}
+		if r.err == nil && !anyAdmitted(r.v) {
+			rw.withdrawn()
+			continue
+		}
+		wg.Go(func() {
+			if err := l.origin.Withdraw(ctx, rw.Cell, rw.Writer); err != nil {
+				l.replay.writeLater(rw)
+				return
+			}
+			rw.withdrawn()
+		})
+	}
+	wg.Wait()
+}
+
+// anyAdmitted reports whether v admitted any ask.
+func anyAdmitted(v origin.Verdict) bool {
+	for _, ok := range v.Admitted {
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 // commit commits (passed) or rolls back the speculative increments of the
 // requests of a batch that passed, under each cell's lock so that a merge
-// sees a cost either speculative or admitted, never both or neither. If
-// Close started meanwhile, a committed batch is taken back whole and commit
-// reports false (see accepted).
-func (l *Limiter) commit(qs []resolved, curs []*cell, out []Response, passed bool) bool {
+// sees a cost either speculative or admitted, never both or neither.
+// A counter decided at the origin holds the batch's increments as a
+// reservation (see cell.reserveAside): committed, they are the origin's
+// (its total is merged) or, where the origin could not answer, the local
+// decision's, sent to the origin as its writer's count; rolled back, they
+// leave the count once the origin has withdrawn them. If Close started
+// meanwhile, a committed batch is taken back whole and commit reports
+// false (see accepted).
+func (l *Limiter) commit(ctx context.Context, qs []resolved, curs []*cell, out []Response, passed bool, atOrigin []bool, rsv []*reservation) bool {
+	reserved := func(i int) bool { return atOrigin != nil && atOrigin[i] }
+	if !passed {
+		for _, r := range rsv {
+			if r.err == nil {
+				// The origin's count, as it is once the holder is
+				// withdrawn, with the reserved units still here until then.
+				r.cur.confirm(r.v.Share)
+				r.cur.merge(window.Add(r.v.Counts.Current-heldBy(r), costOf(r.check.Asks)), r.v.Share)
+			}
+		}
+		l.withdraw(ctx, rsv)
+	}
 	for i, q := range qs {
+		c := curs[i]
+		if reserved(i) {
+			if rsv == nil && q.cost > 0 {
+				c.regional.Add(-q.cost) // denied here before it was reserved
+			}
+			continue // otherwise see withdraw and settle
+		}
 		if !out[i].Success || q.cost == 0 {
 			continue
 		}
-		c := curs[i]
 		c.lock()
 		c.speculative.Add(-q.cost)
 		if passed && l.replay != nil {
@@ -105,13 +325,64 @@ func (l *Limiter) commit(qs []resolved, curs []*cell, out []Response, passed boo
 			l.replay.mark(c)
 		}
 	}
-	if !passed || l.replay == nil || !l.closed.Load() {
+	if !passed {
+		return true
+	}
+	l.settle(rsv)
+	if l.replay == nil || !l.closed.Load() {
 		return true
 	}
 	for i, q := range qs {
-		if out[i].Success && q.cost > 0 {
+		if out[i].Success && q.cost > 0 && !reserved(i) {
 			curs[i].takeBack(q.cost)
 		}
 	}
+	for _, r := range rsv {
+		r.err = errWithdrawAll // withdrawn whatever the origin answered
+	}
+	l.withdraw(ctx, rsv)
 	return false
+}
+
+// settle commits the reservations of a batch that passed: the origin's
+// total, which holds them, is merged; a reservation the origin could not
+// answer stands as the local decision, and its count is sent as its
+// writer's (a late reservation and that write are then the same units,
+// counted once).
+func (l *Limiter) settle(rsv []*reservation) {
+	for _, r := range rsv {
+		if r.err == nil {
+			// The total holds the writer's share the origin answered with.
+			r.cur.confirm(r.v.Share)
+			r.cur.merge(r.v.Counts.Current, r.v.Share)
+			r.cur.settled(r.v.Share)
+			continue
+		}
+		l.replay.applyLater(origin.Delta{Cell: origin.Cell{Key: r.check.Key, Sequence: r.check.Seq},
+			Writer: r.check.Holder, Sent: costOf(r.check.Asks)})
+	}
+}
+
+// errWithdrawAll marks a reservation to withdraw whatever the origin
+// answered.
+var errWithdrawAll = errors.New("sluice: limiter closed")
+
+// heldBy returns the cost the origin admitted for r, its holder's share.
+func heldBy(r *reservation) int64 {
+	var sum int64
+	for j, ok := range r.v.Admitted {
+		if ok {
+			sum = window.Add(sum, r.check.Asks[j].Cost)
+		}
+	}
+	return sum
+}
+
+// costOf returns the total cost of asks.
+func costOf(asks []origin.Ask) int64 {
+	var sum int64
+	for _, a := range asks {
+		sum = window.Add(sum, a.Cost)
+	}
+	return sum
 }

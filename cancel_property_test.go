@@ -60,6 +60,11 @@ func (s *slowOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdict
 	return slowCall(s, ctx, func() (origin.Verdict, error) { return s.Store.Decide(context.Background(), c) })
 }
 
+func (s *slowOrigin) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) error {
+	_, err := slowCall(s, ctx, func() (struct{}, error) { return struct{}{}, s.Store.Withdraw(context.Background(), c, w) })
+	return err
+}
+
 // cancellingCaller is one request of TestOneNodeExactWhateverCallersDo: it
 // starts after start and gives up after timeout (0: never).
 type cancellingCaller struct {

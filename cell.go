@@ -224,6 +224,25 @@ func (c *cell) inFlight() int64 {
 	return math.MaxInt64
 }
 
+// unsent returns the increments of this writer the origin has not
+// confirmed (0 for nil).
+func (c *cell) unsent() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.unconfirmed()
+}
+
+// countsAside returns the cell's count as a writer and its speculative
+// increments, read together under the lock: what a reservation at the
+// origin counts as spent beside the origin's total (see
+// Limiter.reservations).
+func (c *cell) countsAside() (sent, speculative int64) {
+	c.lock()
+	defer c.unlock()
+	return c.admitted.Load(), c.speculative.Load()
+}
+
 // importedCount returns the other regions' count of the cell (0 for nil).
 func (c *cell) importedCount() int64 {
 	if c == nil {
@@ -293,6 +312,11 @@ func (c *cell) strict() int64 {
 func (c *cell) merge(total, included int64) {
 	c.lock()
 	defer c.unlock()
+	c.mergeLocked(total, included)
+}
+
+// mergeLocked is merge with the cell's lock held.
+func (c *cell) mergeLocked(total, included int64) {
 	unseen := max(0, c.admitted.Load()-max(included, c.acked.Load()))
 	for {
 		local := c.regional.Load()

@@ -248,6 +248,12 @@ func (h *hangingOrigin) Apply(ctx context.Context, _ []origin.Delta) ([]int64, e
 	return nil, ctx.Err()
 }
 
+func (h *hangingOrigin) Withdraw(ctx context.Context, _ origin.Cell, _ origin.Writer) error {
+	h.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 func (h *hangingOrigin) Decide(ctx context.Context, _ origin.Check) (origin.Verdict, error) {
 	h.calls.Add(1)
 	<-ctx.Done()

@@ -182,7 +182,7 @@ func (l *Limiter) decide(w *waits, q *resolved) (window.Outcome, error) {
 		}
 		return o, nil
 	}
-	o := l.apply(q, cur, prev, false)
+	o := l.apply(q, cur, prev, applyCommitted)
 	if o.Success && q.cost > 0 && !l.accepted(q, cur, o.Current) {
 		return window.Outcome{}, ErrClosed
 	}
@@ -236,18 +236,29 @@ func (l *Limiter) atOrigin(q *resolved, cur, prev *cell) bool {
 	}
 }
 
+// How apply counts an admission.
+type applyMode int
+
+const (
+	applyCommitted   applyMode = iota // a single request's: committed at once
+	applySpeculative                  // a batch's: may still roll back (cell.speculative)
+	applyReserved                     // a batch's, to be reserved at the origin (see RatelimitMany)
+)
+
 // apply decides q on its cells and, if it passes, adds its cost to the
 // current cell with one CAS, deciding again when another request changed the
 // count since it was read. A denial changes no count and starts strict mode.
-// With speculative, the cost is also recorded in cur.speculative, under the
-// cell's lock and together with the count, so that a merge never sees one
-// without the other; it stays there until the caller commits or rolls back.
-// A speculative decision also counts the costs an origin decision on cur
-// has in flight (cur.deciding) as spent: the batch is decided here, not at
-// the origin, and must not take units the origin is handing out.
-func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.Outcome {
+// A batch's increment (applySpeculative, applyReserved) is made under the
+// cell's lock and counts the costs an origin decision on cur has in flight
+// (cur.deciding) as spent: the batch must not take units the origin is
+// handing out. A speculative one is also recorded in cur.speculative,
+// together with the count, so that a merge never sees one without the
+// other; it stays there until the caller commits or rolls back. A reserved
+// one is in the count only: the origin's total will hold it (see
+// cell.reserveAside).
+func (l *Limiter) apply(q *resolved, cur, prev *cell, mode applyMode) window.Outcome {
 	var deciding int64
-	if speculative && q.cost > 0 {
+	if mode != applyCommitted && q.cost > 0 {
 		cur.lock()
 		defer cur.unlock()
 		deciding = cur.inFlight()
@@ -263,7 +274,7 @@ func (l *Limiter) apply(q *resolved, cur, prev *cell, speculative bool) window.O
 			return o
 		}
 		if cur.regional.CompareAndSwap(regional, regional+q.cost) {
-			if speculative {
+			if mode == applySpeculative {
 				cur.speculative.Add(q.cost)
 			}
 			return o
@@ -284,15 +295,11 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 // region has admitted, so the region denies it too, and a denial never
 // waits. q.hash must be set.
 func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
-	if l.origin == nil {
-		// The limiter is its own origin: every cell is born in sync.
-		cur = l.cells.loadOrCreate(q.hash, &q.cell, 1)
-		l.used(cur, q)
-		return cur, l.cells.loadPrevious(q.hash, &q.cell)
-	}
-	cur = l.cells.loadOrCreate(q.hash, &q.cell, 0)
-	l.used(cur, q)
+	cur = l.cellsHere(q)
 	prev = l.cells.loadPrevious(q.hash, &q.cell)
+	if l.origin == nil {
+		return cur, prev
+	}
 	synced := cur.syncedAt.Load()
 	stale := synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds()
 	if !stale || !q.decide(cur.count(), prev.count()).Success {
@@ -311,6 +318,19 @@ func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 		prev = l.cells.loadPrevious(q.hash, &q.cell)
 	}
 	return cur, prev
+}
+
+// cellsHere returns the current cell of q's counter, created if needed,
+// and records its use, with no origin read. Without an origin every cell
+// is born in sync: the limiter is its own origin.
+func (l *Limiter) cellsHere(q *resolved) *cell {
+	synced := int64(0)
+	if l.origin == nil {
+		synced = 1
+	}
+	cur := l.cells.loadOrCreate(q.hash, &q.cell, synced)
+	l.used(cur, q)
+	return cur
 }
 
 // used records that q uses cur: for eviction (least recently used last) and,

@@ -45,6 +45,9 @@ const (
 	dropExpired = "expired"
 	dropRefused = "refused"
 	dropClose   = "close"
+	// dropReservation: a write about a batch's reservation the origin
+	// never took (see maxReservationWrites).
+	dropReservation = "reservation"
 )
 
 // nopObserver is the Observer of a Config that sets none.

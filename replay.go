@@ -53,6 +53,9 @@ type replayer struct {
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
 
+	reservedMu sync.Mutex
+	reserved   []reservationWrite // sent again each round until the origin takes them
+
 	parkMu   sync.Mutex // guards the three fields below
 	parked   []*cell    // parked since the last turn
 	waiting  []*cell    // parked before it: queued at the next turn
@@ -213,16 +216,123 @@ func (r *replayer) backoff() time.Duration {
 	return d
 }
 
+// reservationWrite is a write about a batch's reservation (see
+// Limiter.RatelimitMany) that the origin has yet to take: the withdrawal of
+// a rolled-back one's writer, or the count of one the origin could not
+// answer and the batch kept (Delta.Sent: its writer's count).
+type reservationWrite struct {
+	origin.Delta
+	withdraw bool
+	// cur and cost, for a withdrawal: the increments to take out of cur's
+	// count once the origin has withdrawn them (see Limiter.withdraw).
+	cur  *cell
+	cost int64
+}
+
+// withdrawn takes a withdrawn reservation's increments out of its cell's
+// count.
+func (w *reservationWrite) withdrawn() {
+	if w.cur != nil {
+		w.cur.regional.Add(-w.cost)
+	}
+}
+
+// maxReservationWrites bounds the reservation writes waiting to be sent
+// again; past it, the oldest is dropped, counted and logged: a withdrawal
+// left undone keeps its units spent at the origin until the cell expires
+// (an under-count), a count left unsent is missing there (as any
+// increment dropped).
+const maxReservationWrites = 4096
+
+// applyLater queues the write of d, a reservation's count, for the next
+// rounds.
+func (r *replayer) applyLater(d origin.Delta) {
+	r.writeLater(reservationWrite{Delta: d})
+}
+
+// writeLater queues w and wakes the dispatcher.
+func (r *replayer) writeLater(w reservationWrite) {
+	r.reservedMu.Lock()
+	if len(r.reserved) == maxReservationWrites {
+		dropped := r.reserved[0]
+		r.reserved = r.reserved[1:]
+		units := dropped.Sent // a count left unsent
+		if dropped.withdraw {
+			units = dropped.cost // units left spent
+		}
+		r.l.cfg.Observer.Dropped(dropReservation, 1, units)
+		r.l.cfg.Logger.Warn("sluice: too many reservation writes waiting for the origin; dropping the oldest",
+			"namespace", dropped.Cell.Namespace, "withdraw", dropped.withdraw)
+	}
+	r.reserved = append(r.reserved, w)
+	r.reservedMu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sendReserved sends the queued reservation writes of cells still live, in
+// order, each within ReplayTimeout; at the first the origin refuses, it
+// keeps the rest for the next round. It reports whether there were any.
+func (r *replayer) sendReserved(ctx context.Context) bool {
+	r.reservedMu.Lock()
+	pending := r.reserved
+	r.reserved = nil
+	r.reservedMu.Unlock()
+	if len(pending) == 0 {
+		return false
+	}
+	now := r.l.cfg.Clock().UnixMilli()
+	for i, w := range pending {
+		if expired(w.Cell, now) {
+			w.withdrawn()
+			continue // no decision reads it any more
+		}
+		wctx, cancel := context.WithTimeout(ctx, r.l.cfg.ReplayTimeout)
+		var err error
+		if w.withdraw {
+			if err = r.l.origin.Withdraw(wctx, w.Cell, w.Writer); err == nil {
+				w.withdrawn()
+			}
+		} else {
+			_, err = r.l.origin.Apply(wctx, []origin.Delta{w.Delta})
+		}
+		cancel()
+		if err != nil {
+			r.reservedMu.Lock()
+			r.reserved = append(pending[i:len(pending):len(pending)], r.reserved...)
+			r.reservedMu.Unlock()
+			break
+		}
+	}
+	return true
+}
+
+// reservedLeft returns the reservation writes waiting to be sent and the
+// units of those that are counts.
+func (r *replayer) reservedLeft() (writes, units int64) {
+	r.reservedMu.Lock()
+	defer r.reservedMu.Unlock()
+	for _, w := range r.reserved {
+		if !w.withdraw {
+			units += w.Sent
+		}
+	}
+	return int64(len(r.reserved)), units
+}
+
 // round turns the parked list if a turn is due, takes every dirty cell,
 // hands them to the workers in batches and waits for the batches to
 // finish. ctx bounds the origin calls (each also
 // by ReplayTimeout). It reports whether there was anything.
 func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
+	reserved := r.sendReserved(ctx)
 	c := r.head.Swap(nil)
 	if c == nil {
 		r.reportBacklog()
-		return false
+		return reserved
 	}
 	r.reportBacklog()
 	var done sync.WaitGroup
@@ -259,7 +369,7 @@ func (r *replayer) final(jobs chan<- replayJob) {
 	defer cancel()
 	r.unparkAll()
 	for ctx.Err() == nil && r.round(ctx, jobs) {
-		if r.head.Load() == nil {
+		if writes, _ := r.reservedLeft(); r.head.Load() == nil && writes == 0 {
 			continue // everything sent: the next round ends the loop
 		}
 		pause := time.NewTimer(r.backoff()) // cells queued again: not at once
@@ -304,8 +414,10 @@ func (r *replayer) sendQueued() bool {
 }
 
 // lost returns the cells still queued or parked for replay and their
-// unconfirmed increments.
+// unconfirmed increments, with the reservation writes not sent (each
+// counted as a cell).
 func (r *replayer) lost() (cells, increments int64) {
+	cells, increments = r.reservedLeft()
 	for c := r.head.Load(); c != nil; c = c.next {
 		increments += c.unconfirmed()
 		cells++

@@ -34,6 +34,12 @@ func TestStrictModeIsExactAcrossNodes(t *testing.T) {
 			out, _ := l.RatelimitMany(context.Background(), []sluice.Request{r})
 			return out[0].Success
 		}, ""},
+		{"RatelimitMany of two", func(l *sluice.Limiter, r sluice.Request) bool {
+			side := r
+			side.Identifier, side.Limit = "side", 1<<40
+			out, _ := l.RatelimitMany(context.Background(), []sluice.Request{r, side})
+			return out[0].Success && out[1].Success
+		}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,11 +61,26 @@ type sent struct {
 // admitted must be within ±1% of what the single-node reference model admits
 // for the merged stream (the requests ordered by time), and no identifier
 // may see more than 1.05 × its limit admitted in any span of one window
-// (5 s). The measured figures are logged.
+// (5 s). It runs with ratelimit.limit, and with ratelimit.multiLimit of
+// two checks (the identifier's and a shared counter that never runs out):
+// batches are held to the same band as single requests. The measured
+// figures are logged.
 func TestRegionAccuracyOverHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("15 s of load on three processes")
 	}
+	for _, tc := range []struct {
+		name string
+		send sender
+	}{
+		{"limit", limitOverHTTP},
+		{"multiLimit", multiLimitOverHTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRegionAccuracy(t, tc.send) })
+	}
+}
+
+func testRegionAccuracy(t *testing.T, send sender) {
 	const (
 		ids       = 20
 		limit     = 50
@@ -91,7 +106,7 @@ func TestRegionAccuracyOverHTTP(t *testing.T) {
 	run := windows * d
 	ms := d.Milliseconds()
 	begin := time.UnixMilli((time.Now().Add(200*time.Millisecond).UnixMilli()/ms + 1) * ms)
-	out := spreadLoad(func(time.Time) []*node { return nodes }, "accuracy", 1, ids, limit, d, begin, run)
+	out := spreadLoadWith(send, 10, func(time.Time) []*node { return nodes }, "accuracy", 1, ids, limit, d, begin, run)
 	if len(out.failures) > 0 {
 		t.Fatalf("%d requests failed; first: %s", len(out.failures), out.failures[0])
 	}
@@ -218,6 +233,15 @@ func spreadLoad(nodes func(due time.Time) []*node, ns string, seed uint64, ids, 
 
 // spreadLoadAt is spreadLoad at load × limit requests per window.
 func spreadLoadAt(load float64, nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+	return spreadLoadWith(limitOverHTTP, load, nodes, ns, seed, ids, limit, d, begin, run)
+}
+
+// sender sends one request of an identifier to a node and reports whether
+// it passed: limitOverHTTP or multiLimitOverHTTP.
+type sender func(hc *http.Client, baseURL, namespace, identifier string, limit int, d time.Duration) (bool, error)
+
+// spreadLoadWith is spreadLoadAt with each request sent by send.
+func spreadLoadWith(send sender, load float64, nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
 	const workers = 48
 	type job struct {
 		id  int
@@ -249,7 +273,7 @@ func spreadLoadAt(load float64, nodes func(due time.Time) []*node, ns string, se
 			for j := range jobs {
 				lag := time.Since(j.due)
 				before := time.Now()
-				passed, err := limitOverHTTP(hc, j.n.URL, ns, "user-"+strconv.Itoa(j.id), limit, d)
+				passed, err := send(hc, j.n.URL, ns, "user-"+strconv.Itoa(j.id), limit, d)
 				after := time.Now()
 				mu.Lock()
 				out.late = max(out.late, lag)

@@ -306,9 +306,28 @@ func (n *node) metrics() string {
 // reports whether it passed; a transport error or a status other than 200
 // is an error.
 func limitOverHTTP(hc *http.Client, baseURL, namespace, identifier string, limit int, d time.Duration) (bool, error) {
-	body := `{"namespace":"` + namespace + `","identifier":"` + identifier + `","limit":` + strconv.Itoa(limit) +
+	return postLimit(hc, baseURL+"/v2/ratelimit.limit", limitJSON(namespace, identifier, limit, d), "success")
+}
+
+// multiLimitOverHTTP sends ratelimit.multiLimit with two checks, the
+// identifier's and one on a counter every call shares whose limit is never
+// reached, and reports whether the call passed: it passes exactly when the
+// identifier's check does, so the reference model is the identifier's.
+func multiLimitOverHTTP(hc *http.Client, baseURL, namespace, identifier string, limit int, d time.Duration) (bool, error) {
+	body := "[" + limitJSON(namespace, identifier, limit, d) + "," + limitJSON(namespace, "shared-side", 1<<30, d) + "]"
+	return postLimit(hc, baseURL+"/v2/ratelimit.multiLimit", body, "passed")
+}
+
+// limitJSON is the JSON of one limit check.
+func limitJSON(namespace, identifier string, limit int, d time.Duration) string {
+	return `{"namespace":"` + namespace + `","identifier":"` + identifier + `","limit":` + strconv.Itoa(limit) +
 		`,"duration":` + strconv.FormatInt(d.Milliseconds(), 10) + `}`
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/v2/ratelimit.limit", strings.NewReader(body))
+}
+
+// postLimit posts body to url with the root key and returns the boolean
+// field of the answer's data.
+func postLimit(hc *http.Client, url, body, field string) (bool, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return false, err
 	}
@@ -327,10 +346,12 @@ func limitOverHTTP(hc *http.Client, baseURL, namespace, identifier string, limit
 		return false, fmt.Errorf("status %d: %s", res.StatusCode, raw)
 	}
 	var out struct {
-		Data struct {
-			Success bool `json:"success"`
-		} `json:"data"`
+		Data map[string]json.RawMessage `json:"data"`
 	}
-	err = json.Unmarshal(raw, &out)
-	return out.Data.Success, err
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return false, err
+	}
+	var ok bool
+	err = json.Unmarshal(out.Data[field], &ok)
+	return ok, err
 }

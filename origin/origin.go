@@ -138,7 +138,23 @@ type Origin interface {
 	// locally, and its next write (a higher Sent) counts each of its
 	// admissions once whether or not this call landed.
 	Decide(ctx context.Context, c Check) (Verdict, error)
+
+	// Withdraw takes writer's share of cell out of the cell's total and
+	// marks the writer withdrawn there: its share becomes [Withdrawn], so a
+	// later Apply of it changes nothing and a later Decide of it is stale
+	// and admits nothing, even one sent before Withdraw that lands after
+	// it. A cell the origin does not know is created with the mark (and the
+	// expiry rule of Apply). Withdraw is idempotent: the caller sends it
+	// again until it succeeds. A limiter withdraws the writer that reserved
+	// a batch's units at the origin when the batch is rolled back (see
+	// sluice's RatelimitMany).
+	Withdraw(ctx context.Context, cell Cell, writer Writer) error
 }
+
+// Withdrawn is the share a withdrawn writer holds in a cell (see
+// [Origin.Withdraw]): above every count a writer sends, and exact in a
+// Redis script's doubles.
+const Withdrawn int64 = 1<<53 - 1
 
 // Pusher is implemented by an origin that sends counts to the limiters of
 // its region without being asked: the cluster origin broadcasts the total of
@@ -174,6 +190,14 @@ type Check struct {
 	// Imported is the other regions' count of both cells: it takes part in
 	// the decision and is never stored.
 	Imported Counts
+	// Holder, when not zero, makes the check a reservation: the costs the
+	// asks admit go to Holder's share instead of Writer's, so that
+	// [Origin.Withdraw] of Holder takes them back whole, and Writer's
+	// share is not raised: what Sent exceeds it by counts as spent in the
+	// decision, and is not stored. Holder must be a writer of its own,
+	// drawn for the check: if its share is not zero (written or withdrawn
+	// already), the check is stale and admits nothing.
+	Holder Writer
 	// Asks are decided in order.
 	Asks []Ask
 }
@@ -186,8 +210,9 @@ type Verdict struct {
 	// Counts are the origin's totals of both cells after the step, Sent
 	// and the admitted costs included, Imported not.
 	Counts Counts
-	// Stale reports a check whose writer's share was above its Sent: it
-	// admitted nothing. Share is the writer's share after the step.
+	// Stale reports a check whose writer's share was above its Sent, or
+	// whose Holder's share was not zero: it admitted nothing. Share is the
+	// writer's share after the step.
 	Stale bool
 	Share int64
 }

@@ -128,6 +128,14 @@ func (f *faultyOrigin) Apply(ctx context.Context, deltas []origin.Delta) ([]int6
 	return f.Origin.Apply(ctx, deltas)
 }
 
+// Withdraw implements [origin.Origin].
+func (f *faultyOrigin) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) error {
+	if f.fail() {
+		return origin.ErrUnavailable
+	}
+	return f.Origin.Withdraw(ctx, c, w)
+}
+
 // Decide implements [origin.Origin].
 func (f *faultyOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
 	f.n.decides.Add(1)

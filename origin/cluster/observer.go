@@ -17,12 +17,15 @@ const (
 	// KindAnalytics asks a peer for its decision analytics of one
 	// namespace (see [Origin.ServeAnalytics]).
 	KindAnalytics Kind = "analytics"
+	// KindWithdraw withdraws the writer of a rolled-back batch's
+	// reservation at the cell's owner.
+	KindWithdraw Kind = "withdraw"
 )
 
 // known reports whether k is one of the peer RPCs.
 func (k Kind) known() bool {
 	switch k {
-	case KindLoad, KindApply, KindDecide, KindDecides, KindSeed, KindAnalytics:
+	case KindLoad, KindApply, KindDecide, KindDecides, KindSeed, KindAnalytics, KindWithdraw:
 		return true
 	}
 	return false

@@ -255,6 +255,8 @@ func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply an
 		return o.serveSeed(body)
 	case KindAnalytics:
 		return o.serveAnalytics(ctx, body)
+	case KindWithdraw:
+		return o.serveWithdraw(ctx, body)
 	default:
 		return nil, http.StatusNotFound, fmt.Errorf("cluster: unknown call %q", kind)
 	}

@@ -82,11 +82,12 @@ type decideRequest struct {
 	Sent int64         `json:"sn"`
 	IC   int64         `json:"ic"`
 	IP   int64         `json:"ip"`
-	Asks [][2]int64    `json:"a"` // limit, cost
+	Asks [][2]int64    `json:"a"`           // limit, cost
+	H    origin.Writer `json:"h,omitempty"` // the holder of a reservation
 }
 
 func toDecideRequest(c origin.Check) decideRequest {
-	r := decideRequest{K: toWireKey(c.Key), S: c.Seq, E: c.Elapsed, W: c.Writer, Sent: c.Sent, IC: c.Imported.Current, IP: c.Imported.Previous, Asks: make([][2]int64, len(c.Asks))}
+	r := decideRequest{K: toWireKey(c.Key), S: c.Seq, E: c.Elapsed, W: c.Writer, Sent: c.Sent, IC: c.Imported.Current, IP: c.Imported.Previous, Asks: make([][2]int64, len(c.Asks)), H: c.Holder}
 	for i, a := range c.Asks {
 		r.Asks[i] = [2]int64{a.Limit, a.Cost}
 	}
@@ -94,7 +95,7 @@ func toDecideRequest(c origin.Check) decideRequest {
 }
 
 func (r decideRequest) check() origin.Check {
-	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks))}
+	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks)), Holder: r.H}
 	for i, a := range r.Asks {
 		c.Asks[i] = origin.Ask{Limit: a[0], Cost: a[1]}
 	}

@@ -162,6 +162,9 @@ func (s *Store) Decide(ctx context.Context, c origin.Check) (origin.Verdict, err
 	curCell := origin.Cell{Key: c.Key, Sequence: c.Seq}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.Holder != 0 {
+		return s.reserveLocked(c, now), nil
+	}
 	cur, share := s.raiseLocked(curCell, c.Writer, c.Sent, now)
 	prev := s.countLocked(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, now)
 	v := origin.Verdict{Admitted: make([]bool, len(c.Asks)), Stale: share > c.Sent}
@@ -179,6 +182,54 @@ func (s *Store) Decide(ctx context.Context, c origin.Check) (origin.Verdict, err
 	v.Counts = origin.Counts{Current: cur, Previous: prev}
 	v.Share = share
 	return v, nil
+}
+
+// reserveLocked decides c, a reservation (c.Holder set): what c.Sent
+// exceeds the writer's share by counts as spent, and the admitted costs go
+// to the holder's share (see [origin.Check]).
+func (s *Store) reserveLocked(c origin.Check, now int64) origin.Verdict {
+	curCell := origin.Cell{Key: c.Key, Sequence: c.Seq}
+	cur, share := s.countLocked(curCell, now), int64(0)
+	var held int64
+	if e := s.liveLocked(curCell, now, false); e != nil {
+		share, held = e.shares[c.Writer], e.shares[c.Holder]
+	}
+	prev := s.countLocked(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, now)
+	v := origin.Verdict{Admitted: make([]bool, len(c.Asks)), Stale: held != 0, Share: share}
+	unsent := max(0, c.Sent-share)
+	for i, a := range c.Asks {
+		if v.Stale {
+			break
+		}
+		before := c.Before(window.Add(cur, window.Add(unsent, c.Imported.Current)), window.Add(prev, c.Imported.Previous))
+		if o := window.Decide(before, a.Limit, a.Cost); o.Success {
+			held += a.Cost
+			cur, _ = s.raiseLocked(curCell, c.Holder, held, now)
+			v.Admitted[i] = true
+		}
+	}
+	v.Counts = origin.Counts{Current: cur, Previous: prev}
+	return v
+}
+
+// Withdraw takes writer w's share out of cell c's total and marks w
+// withdrawn there (see [origin.Origin]).
+func (s *Store) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.clock().UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.liveLocked(c, now, true)
+	if e == nil {
+		return nil
+	}
+	if old := e.shares[w]; old != origin.Withdrawn {
+		e.count = max(0, e.count-old)
+		e.shares[w] = origin.Withdrawn
+	}
+	return nil
 }
 
 // Seed raises cell c's total to at least total, and each writer's share in

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/origintest"
 )
 
 func TestStore(t *testing.T) {
@@ -66,3 +67,5 @@ func newWriter() origin.Writer { return origin.Writer(mathrand.Uint64()) }
 func add(c origin.Cell, n int64) origin.Delta {
 	return origin.Delta{Cell: c, Writer: newWriter(), Sent: n}
 }
+
+func TestReservations(t *testing.T) { origintest.Reservations(t, New(nil)) }

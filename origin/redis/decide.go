@@ -119,16 +119,21 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 		CellKey(origin.Cell{Key: c.Key, Sequence: c.Seq}),
 		CellKey(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}),
 	}
-	args := make([]any, 0, 7+2*len(c.Asks))
+	args := make([]any, 0, 8+2*len(c.Asks))
 	args = append(args, c.Key.Duration.Milliseconds(), c.Elapsed, c.Sent,
 		min(c.Imported.Current, maxExact), min(c.Imported.Previous, maxExact), o.ttl(c.Key.Duration),
 		writerField(c.Writer))
+	script := decideScript
+	if c.Holder != 0 {
+		script = reserveScript // see reserve.go
+		args = append(args, writerField(c.Holder))
+	}
 	for _, a := range c.Asks {
 		args = append(args, a.Limit, a.Cost)
 	}
 	var v origin.Verdict
 	err := o.do(ctx, OpDecide, 2, func(ctx context.Context) error {
-		res, err := decideScript.Run(ctx, o.client, keys, args...).Int64Slice()
+		res, err := script.Run(ctx, o.client, keys, args...).Int64Slice()
 		if err != nil {
 			if classify(err) == OutcomeError {
 				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
