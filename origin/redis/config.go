@@ -34,7 +34,9 @@ const TTLWindows = 3
 type Config struct {
 	// Client is the Redis client: a *goredis.Client (single node), a
 	// sentinel-backed failover client or a *goredis.ClusterClient all work,
-	// since both cells of a counter share a cluster slot. Required.
+	// since both cells of a counter share a cluster slot. A
+	// *goredis.ClusterClient gets a circuit breaker per master; any other
+	// client, one breaker. Required.
 	//
 	// The caller owns the client: Origin.Close does not close it. Create it
 	// with ContextTimeoutEnabled set (NewClient does), otherwise go-redis
@@ -42,8 +44,9 @@ type Config struct {
 	// call to a stalled Redis; New logs a warning when it can tell.
 	Client goredis.UniversalClient
 
-	// Timeout bounds each Redis call whose context has no deadline. A
-	// caller's own deadline is used as it is. Default 250ms.
+	// Timeout bounds each Redis call whose context has no deadline, and a
+	// cluster client's first load of its slot map. A caller's own deadline
+	// is used as it is. Default 250ms.
 	Timeout time.Duration
 
 	// MinTTL is the minimum lifetime of a cell key. The lifetime is
@@ -51,7 +54,8 @@ type Config struct {
 	// windows from clock skew between nodes. Default 10s.
 	MinTTL time.Duration
 
-	// Breaker configures the circuit breaker around every Redis call.
+	// Breaker configures each circuit breaker: the one around every call
+	// of a client of one server, or each master's on a Redis Cluster.
 	Breaker BreakerConfig
 
 	// Logger receives breaker state changes (Warn when it opens, Info
@@ -69,7 +73,9 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
-// BreakerConfig configures the circuit breaker (sony/gobreaker v2). While
+// BreakerConfig configures a circuit breaker (sony/gobreaker v2), which
+// counts the calls it guards (all of them on a client of one server, one
+// master's on a Redis Cluster). While
 // closed, the breaker trips open when either ConsecutiveFailures calls in a
 // row failed, or, within the rolling Window, at least MinRequests calls were
 // made and the share of failures reached FailureRatio. While open, calls fail

@@ -132,8 +132,8 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 		args = append(args, a.Limit, a.Cost)
 	}
 	var v origin.Verdict
-	err := o.do(ctx, OpDecide, 2, func(ctx context.Context) error {
-		res, err := script.Run(ctx, o.client, keys, args...).Int64Slice()
+	err := o.do(ctx, OpDecide, o.shards.route(ctx, keys[0]), 2, func(ctx context.Context) error {
+		res, err := runScript(ctx, o.client, script, keys, args).Int64Slice()
 		if err != nil {
 			if classify(err) == OutcomeError {
 				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
@@ -155,6 +155,25 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 		return origin.Verdict{}, err
 	}
 	return v, nil
+}
+
+// runScript runs script on keys with EVALSHA, and again with EVAL if Redis
+// answers NOSCRIPT, each in a pipeline of its own. A pipeline, not a plain
+// command: a Redis Cluster client routes a pipeline from its slot map in
+// memory, while a plain command first needs the cluster's command table,
+// which the client loads under a lock from one node after another, beyond
+// the call's deadline: a frozen node would hold every call on it for
+// seconds until it loaded.
+func runScript(ctx context.Context, c goredis.UniversalClient, script *goredis.Script, keys []string, args []any) *goredis.Cmd {
+	pipe := c.Pipeline()
+	cmd := script.EvalSha(ctx, pipe, keys, args...)
+	_ = execPipeline(ctx, pipe) // the command's error is the caller's
+	if isNoScript(cmd.Err()) {
+		pipe = c.Pipeline()
+		cmd = script.Eval(ctx, pipe, keys, args...)
+		_ = execPipeline(ctx, pipe)
+	}
+	return cmd
 }
 
 // checkDecide rejects a check the script cannot take or decide exactly.

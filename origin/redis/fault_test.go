@@ -69,6 +69,12 @@ func TestFaultLatencyTimesOutAndOpensBreaker(t *testing.T) {
 	if s := o.BreakerState(); s != BreakerOpen {
 		t.Fatalf("breaker %v after 5 consecutive timeouts, want open", s)
 	}
+	if got := o.BreakerStates(); len(got) != 0 {
+		t.Fatalf("BreakerStates = %v on a client of one server, want none (its one breaker is BreakerState)", got)
+	}
+	if to, all := rec.callsTo(""); to != all {
+		t.Fatalf("%d of %d observed calls name a master on a client of one server", all-to, all)
+	}
 
 	// Open: fail fast, no command reaches the client.
 	before := cmds.n.Load()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	mathrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,11 +66,12 @@ func newOrigin(t testing.TB, cfg Config) *Origin {
 	return o
 }
 
-// recorder is an Observer that keeps everything it sees.
+// recorder is a MasterObserver that keeps everything it sees.
 type recorder struct {
 	mu          sync.Mutex
 	calls       []Call
 	transitions [][2]BreakerState
+	masters     map[string][][2]BreakerState
 }
 
 func (r *recorder) ObserveCall(c Call) {
@@ -82,6 +84,53 @@ func (r *recorder) BreakerChanged(from, to BreakerState) {
 	r.mu.Lock()
 	r.transitions = append(r.transitions, [2]BreakerState{from, to})
 	r.mu.Unlock()
+}
+
+func (r *recorder) MasterBreakerChanged(master string, from, to BreakerState) {
+	r.mu.Lock()
+	if r.masters == nil {
+		r.masters = map[string][][2]BreakerState{}
+	}
+	r.masters[master] = append(r.masters[master], [2]BreakerState{from, to})
+	r.mu.Unlock()
+}
+
+// masterStates returns the breaker changes of each master.
+func (r *recorder) masterStates() map[string][][2]BreakerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string][][2]BreakerState, len(r.masters))
+	for m, st := range r.masters {
+		out[m] = slices.Clone(st)
+	}
+	return out
+}
+
+// callsTo returns the calls observed that went to master, and all calls.
+func (r *recorder) callsTo(master string) (to, all int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.calls {
+		if c.Master == master {
+			to++
+		}
+	}
+	return to, len(r.calls)
+}
+
+// byMaster returns the calls observed by master ("" on a client of one
+// server) and outcome.
+func (r *recorder) byMaster() map[string]map[Outcome]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]map[Outcome]int{}
+	for _, c := range r.calls {
+		if m[c.Master] == nil {
+			m[c.Master] = map[Outcome]int{}
+		}
+		m[c.Master][c.Outcome]++
+	}
+	return m
 }
 
 func (r *recorder) outcomes() map[Outcome]int {

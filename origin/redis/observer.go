@@ -11,8 +11,12 @@ type Op string
 
 // The operations an [Observer] sees.
 const (
-	OpLoad  Op = "load"  // one MGET of a counter's current and previous cell
-	OpApply Op = "apply" // one pipeline of increment scripts
+	// OpLoad is one pipeline of two HGETs: the totals of a counter's
+	// current and previous cells.
+	OpLoad Op = "load"
+	// OpApply is one pipeline of increment scripts: on a Redis Cluster,
+	// the part of an Apply that goes to one master.
+	OpApply Op = "apply"
 	// OpDecide is one script call that decides strict-mode requests
 	// atomically.
 	OpDecide Op = "decide"
@@ -49,12 +53,17 @@ type Call struct {
 	Op      Op
 	Outcome Outcome
 	// Cells is the number of cells the call read (2 for a load) or wrote
-	// (the number of deltas of an apply).
+	// (the number of deltas of an apply, or of its part on one master).
 	Cells   int
 	Elapsed time.Duration
+	// Master is the address of the Redis Cluster master the call went to,
+	// whose breaker it went through. It is "" on a client of one server,
+	// and for a cluster call made before the client knew which master
+	// serves which slot.
+	Master string
 }
 
-// BreakerState is the state of the origin's circuit breaker.
+// BreakerState is the state of a circuit breaker of the origin.
 type BreakerState = breaker.State
 
 // The circuit breaker states.
@@ -71,15 +80,36 @@ const (
 
 // Observer receives the origin's telemetry; the server adapts it to
 // Prometheus. Implementations must be safe for concurrent use, fast and
-// non-blocking. BreakerChanged is called while the breaker holds its lock:
-// it must not call back into the [Origin].
+// non-blocking. BreakerChanged is called while a breaker holds its lock: it
+// must not call back into the [Origin]. An Observer that also implements
+// [MasterObserver] receives the state of each master's breaker too.
 type Observer interface {
-	// ObserveCall is called once per Load or Apply that reached the breaker
-	// (calls rejected by validation or by a context that was already done
-	// are not observed).
+	// ObserveCall is called once per call that reached a breaker: a Load, a
+	// Decide, or an Apply's call to one master (an Apply whose cells live
+	// on three masters of a Redis Cluster makes three calls). Calls
+	// rejected by validation or by a context that was already done are not
+	// observed.
 	ObserveCall(c Call)
-	// BreakerChanged is called on every state change of the circuit breaker.
+	// BreakerChanged is called on every change of the state
+	// [Origin.BreakerState] reports: the state of the one breaker of a
+	// client of one server, or the most severe state of a Redis Cluster's
+	// masters' breakers (open while one master's breaker is open).
 	BreakerChanged(from, to BreakerState)
+}
+
+// MasterObserver is an [Observer] that also receives the state changes of
+// the breaker of each master of a Redis Cluster, which open and close on
+// that master's failures alone. MasterBreakerChanged is called with the
+// same rules as BreakerChanged, and before the BreakerChanged call the same
+// change causes, if any.
+type MasterObserver interface {
+	Observer
+	// MasterBreakerChanged is called on every state change of the breaker
+	// of the master at address master ("host:port"), and once more, to
+	// closed, when the origin drops the breaker of an address that no
+	// longer serves the slots it served (after a failover) while it was
+	// not closed: a breaker made again for the address starts closed.
+	MasterBreakerChanged(master string, from, to BreakerState)
 }
 
 // nopObserver is the Observer used when Config.Observer is nil.

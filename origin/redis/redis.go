@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -93,14 +92,22 @@ func writerField(w origin.Writer) string {
 
 // Origin is an [origin.Origin] backed by Redis. Create it with [New]; the zero
 // value is not usable. An Origin is safe for concurrent use by many
-// goroutines and starts no goroutine of its own.
+// goroutines. The goroutines it starts end with the call that started them,
+// except those that load a cluster client's slot map before it has one,
+// which end within Config.Timeout.
+//
+// Every call goes through a circuit breaker: the one breaker of a client of
+// one server, or on a Redis Cluster the breaker of the master that serves
+// the call's cells, so that a master that fails costs only the counters it
+// serves (see [Origin.Apply] for an Apply whose cells live on several
+// masters).
 type Origin struct {
 	client  goredis.UniversalClient
 	timeout time.Duration
 	minTTL  int64 // ms
 	log     *slog.Logger
 	obs     Observer
-	breaker *gobreaker.CircuitBreaker[struct{}]
+	shards  *shards
 	tracer  trace.Tracer // nil: no spans
 	closed  atomic.Bool
 }
@@ -125,19 +132,7 @@ func New(cfg Config) (*Origin, error) {
 	if cfg.TracerProvider != nil {
 		o.tracer = cfg.TracerProvider.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 	}
-	b := cfg.Breaker
-	o.breaker = breaker.New(breaker.Settings{
-		Name:           "redis-origin",
-		ReadyToTrip:    readyToTrip(b),
-		Window:         b.Window,
-		HalfOpenProbes: b.HalfOpenProbes,
-		OpenTimeout:    b.OpenTimeout,
-		OnChange: func(from, to BreakerState) {
-			o.log.Log(context.Background(), to.LogLevel(), "redis origin: circuit breaker "+to.String(),
-				slog.String("from", from.String()), slog.String("to", to.String()))
-			o.obs.BreakerChanged(from, to)
-		},
-	})
+	o.shards = newShards(cfg.Client, cfg.Timeout, cfg.Breaker, cfg.Logger, cfg.Observer)
 	if ok, known := contextTimeoutEnabled(cfg.Client); known && !ok {
 		o.log.Warn("redis origin: the Redis client has ContextTimeoutEnabled=false, so call deadlines do not bound socket I/O; set it to true (NewClient does)")
 	}
@@ -176,12 +171,6 @@ func (o *Origin) Close() error {
 	return nil
 }
 
-// BreakerState returns the current state of the circuit breaker. An open
-// breaker whose OpenTimeout has passed reports (and becomes) half-open.
-func (o *Origin) BreakerState() BreakerState {
-	return breaker.StateOf(o.breaker.State())
-}
-
 // Load returns the totals of cells seq and seq-1 of key with two HGETs in
 // one pipeline (both keys share a cluster slot). A missing key counts as
 // zero.
@@ -195,7 +184,7 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	cur := CellKey(origin.Cell{Key: key, Sequence: seq})
 	prev := CellKey(origin.Cell{Key: key, Sequence: seq - 1})
 	var counts origin.Counts
-	err := o.do(ctx, OpLoad, 2, func(ctx context.Context) error {
+	err := o.do(ctx, OpLoad, o.shards.route(ctx, cur), 2, func(ctx context.Context) error {
 		pipe := o.client.Pipeline()
 		c := pipe.HGet(ctx, cur, totalField)
 		p := pipe.HGet(ctx, prev, totalField)
@@ -218,124 +207,6 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	return counts, nil
 }
 
-// Apply raises each delta's writer share with the raise script and returns
-// the totals in the order of deltas: one EVALSHA for all the cells on a
-// client of one server, one per cell in one pipeline on a Redis Cluster
-// (EVAL for the cells Redis answers NOSCRIPT). Each cell's raise and
-// expiry (max(TTLWindows × duration, MinTTL)) are one atomic step, and
-// idempotent: a retry of a call whose reply was lost changes nothing it
-// already did.
-//
-// A cell Redis refuses on its own (a key that is not a Sluice hash, a total
-// past 2^53-1) fails alone: the others are applied and the error wraps an
-// [*origin.CellErrors] naming it. Such failures do not count against the
-// breaker.
-func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
-	if len(deltas) == 0 {
-		return []int64{}, nil
-	}
-	keys := make([]string, len(deltas))
-	for i := range deltas {
-		if err := checkKey(deltas[i].Cell.Key); err != nil {
-			return nil, fmt.Errorf("%w (apply, delta %d): %w", ErrInvalidCell, i, err)
-		}
-		keys[i] = CellKey(deltas[i].Cell)
-	}
-	totals := make([]int64, len(deltas))
-	err := o.do(ctx, OpApply, len(deltas), func(ctx context.Context) error {
-		return o.apply(ctx, keys, deltas, totals)
-	})
-	if err != nil && !errors.Is(err, origin.ErrCells) {
-		return nil, err
-	}
-	return totals, err
-}
-
-// maxScriptCells bounds the cells of one call of the raise script, so that
-// no call holds Redis for long (a few microseconds a cell) whatever the
-// limiter's ReplayBatch.
-const maxScriptCells = 256
-
-// apply runs the raise script over the deltas, all its calls in one
-// pipeline: calls of up to maxScriptCells cells when the client talks to
-// one server (a *goredis.Client, with or without Sentinel), and one call
-// per cell otherwise, since the cells of a Redis Cluster live in different
-// slots. Calls Redis answers NOSCRIPT were not run and go again with EVAL.
-func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []int64) error {
-	per := 1
-	if _, single := o.client.(*goredis.Client); single {
-		per = maxScriptCells
-	}
-	args := make([]any, 0, 3*len(deltas))
-	for _, d := range deltas {
-		args = append(args, writerField(d.Writer), d.Sent, o.ttl(d.Cell.Duration))
-	}
-	// send queues call j (cells j*per up to (j+1)*per) on p, with EVALSHA,
-	// or with EVAL after a NOSCRIPT answer.
-	send := func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd {
-		from, to := j*per, min((j+1)*per, len(keys))
-		if withSha {
-			return p.EvalSha(ctx, raiseScript.Hash(), keys[from:to], args[3*from:3*to]...)
-		}
-		return raiseScript.Eval(ctx, p, keys[from:to], args[3*from:3*to]...)
-	}
-	cmds := make([]*goredis.Cmd, (len(keys)+per-1)/per)
-	pipe := o.client.Pipeline()
-	for j := range cmds {
-		cmds[j] = send(pipe, j, true)
-	}
-	_ = execPipeline(ctx, pipe) // each command's error is inspected below
-	if slices.ContainsFunc(cmds, func(c *goredis.Cmd) bool { return isNoScript(c.Err()) }) {
-		retry := o.client.Pipeline()
-		for j, c := range cmds { // EVAL also caches the script for the next EVALSHA
-			if isNoScript(c.Err()) {
-				cmds[j] = send(retry, j, false)
-			}
-		}
-		_ = execPipeline(ctx, retry)
-	}
-	return collectTotals(len(keys), func(i int) (any, error) {
-		replies, err := cmds[i/per].Slice()
-		if err != nil {
-			return nil, err
-		}
-		if want := min(per, len(keys)-i/per*per); len(replies) != want {
-			return fmt.Sprintf("raise returned %d values for %d cells", len(replies), want), nil
-		}
-		return replies[i%per], nil
-	}, totals)
-}
-
-// collectTotals reads the reply of each of n cells into totals. A connection
-// or server-wide failure fails the call; a cell the script refused (it
-// answers a string), or whose reply is not one integer, fails that cell
-// only, reported in a [*origin.CellErrors].
-func collectTotals(n int, reply func(i int) (any, error), totals []int64) error {
-	var failed map[int]error
-	for i := range n {
-		v, err := reply(i)
-		switch total, ok := v.(int64); {
-		case err == nil && ok:
-			totals[i] = total
-			continue
-		case err == nil:
-			err = fmt.Errorf("%w: %v", ErrBadValue, v)
-		case classify(err) != OutcomeError:
-			return err
-		default:
-			err = fmt.Errorf("%w: %w", ErrBadValue, err)
-		}
-		if failed == nil {
-			failed = map[int]error{}
-		}
-		failed[i] = err
-	}
-	if failed != nil {
-		return &origin.CellErrors{Failed: failed}
-	}
-	return nil
-}
-
 // execPipeline runs pipe; the error is the pipeline's first command error,
 // which the caller inspects per command.
 func execPipeline(ctx context.Context, pipe goredis.Pipeliner) error {
@@ -348,32 +219,36 @@ func (o *Origin) ttl(d time.Duration) int64 {
 	return max(TTLWindows*d.Milliseconds(), o.minTTL)
 }
 
-// do runs fn through the circuit breaker with the call's deadline, observes
-// and traces it, and wraps its error.
-func (o *Origin) do(ctx context.Context, op Op, cells int, fn func(context.Context) error) (err error) {
-	if span := o.startSpan(ctx, op, cells); span != nil {
+// do runs fn through the circuit breaker of r with the call's deadline,
+// observes and traces it, and wraps its error.
+func (o *Origin) do(ctx context.Context, op Op, r route, cells int, fn func(context.Context) error) (err error) {
+	if span := o.startSpan(ctx, op, r.shard.master, cells); span != nil {
 		defer func() { endSpan(span, err) }()
 	}
+	name := string(op)
+	if r.shard.master != "" {
+		name += " on " + r.shard.master
+	}
 	if o.closed.Load() {
-		return fmt.Errorf("redis: %s: %w: %w", op, ErrClosed, origin.ErrUnavailable)
+		return fmt.Errorf("redis: %s: %w: %w", name, ErrClosed, origin.ErrUnavailable)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("redis: %s: %w", op, ctxErr)
+		return fmt.Errorf("redis: %s: %w", name, ctxErr)
 	}
 	start := time.Now()
-	out, err := breaker.Run(ctx, o.breaker, o.timeout, fn, classify)
-	o.obs.ObserveCall(Call{Op: op, Outcome: out, Cells: cells, Elapsed: time.Since(start)})
+	out, err := breaker.Run(ctx, r.shard.breaker, o.timeout, o.shards.wrap(r, fn), classify)
+	o.obs.ObserveCall(Call{Op: op, Outcome: out, Cells: cells, Elapsed: time.Since(start), Master: r.shard.master})
 	switch out {
 	case OutcomeOK:
 		return nil
 	case OutcomeRejected:
-		return fmt.Errorf("redis: %s: %w: circuit breaker is %s", op, origin.ErrUnavailable, o.BreakerState())
+		return fmt.Errorf("redis: %s: %w: circuit breaker is %s", name, origin.ErrUnavailable, r.shard.state())
 	case OutcomeTimeout, OutcomeUnavailable:
-		return fmt.Errorf("redis: %s: %w: %w", op, origin.ErrUnavailable, err)
+		return fmt.Errorf("redis: %s: %w: %w", name, origin.ErrUnavailable, err)
 	case OutcomeCanceled: // the client may report the cut connection, not why
-		return fmt.Errorf("redis: %s: %w: %w", op, context.Cause(ctx), err)
+		return fmt.Errorf("redis: %s: %w: %w", name, context.Cause(ctx), err)
 	default:
-		return fmt.Errorf("redis: %s: %w", op, err)
+		return fmt.Errorf("redis: %s: %w", name, err)
 	}
 }
 

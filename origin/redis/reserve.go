@@ -104,8 +104,8 @@ return 1
 func (o *Origin) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) error {
 	keys := []string{CellKey(c)}
 	args := []any{writerField(w), origin.Withdrawn, o.ttl(c.Key.Duration)}
-	return o.do(ctx, OpApply, 1, func(ctx context.Context) error {
-		if err := withdrawScript.Run(ctx, o.client, keys, args...).Err(); err != nil {
+	return o.do(ctx, OpApply, o.shards.route(ctx, keys[0]), 1, func(ctx context.Context) error {
+		if err := runScript(ctx, o.client, withdrawScript, keys, args).Err(); err != nil {
 			if classify(err) == OutcomeError {
 				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
 			}
