@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ type faultyOrigin struct {
 	holdDecide  atomic.Bool  // Decide waits for release before it runs
 	lateDecide  atomic.Bool  // Decide fails at its deadline and runs after release
 	refuse      string       // identifier whose cells Apply refuses
+	unavailable string       // identifier whose cells Apply cannot reach (their shard is down)
 
 	release chan struct{}
 	late    sync.WaitGroup
@@ -47,6 +49,10 @@ func (f *faultyOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, e
 	for i, d := range ds {
 		if f.refuse != "" && d.Cell.Identifier == f.refuse {
 			failed[i] = errors.New("test: WRONGTYPE")
+			continue
+		}
+		if f.unavailable != "" && d.Cell.Identifier == f.unavailable {
+			failed[i] = fmt.Errorf("test: shard down: %w", origin.ErrUnavailable)
 			continue
 		}
 		ok = append(ok, d)
@@ -218,6 +224,36 @@ func TestRefusedCellDoesNotHoldOthersBack(t *testing.T) {
 	}
 	if got := obs.droppedOf("refused"); got < 1 || got > 10 {
 		t.Fatalf("%d refused increments reported, want between 1 and 10", got)
+	}
+}
+
+// TestUnreachableCellDroppedAsExpired has the origin fail one cell's
+// writes as unavailable (its Redis Cluster master down) while it applies
+// the others: the cell is retried until its window has passed, then
+// dropped and reported as expired, not as refused (the origin never
+// refused it); the others are counted once.
+func TestUnreachableCellDroppedAsExpired(t *testing.T) {
+	f := newFaultyOrigin()
+	f.unavailable = "frozen"
+	obs := &recorder{reads: map[string]int{}}
+	l, h := newDriven(t, sluice.Config{Origin: f, OriginMargin: -1, ReplayInterval: time.Millisecond, Observer: obs},
+		drive.Options{})
+	good := sluice.Request{Namespace: "n", Identifier: "good", Limit: 1000, Duration: 20 * time.Millisecond, Cost: 1, Time: time.Now()}
+	frozen := good
+	frozen.Identifier = "frozen"
+	good.Duration = time.Hour
+	admitted := spend(t, l, good, 1)
+	spend(t, l, frozen, 1)
+	h.Flush()
+	waitFor(t, func() bool { return obs.droppedOf("expired") > 0 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.total(t, good); got != admitted {
+		t.Fatalf("the origin counts %d of the good cell for %d admitted units", got, admitted)
+	}
+	if got := obs.droppedOf("refused"); got != 0 {
+		t.Fatalf("%d increments of an unreachable cell reported refused", got)
 	}
 }
 

@@ -272,9 +272,17 @@ func (r *replayer) writeLater(w reservationWrite) {
 	}
 }
 
-// sendReserved sends the queued reservation writes of cells still live, in
-// order, each within ReplayTimeout; at the first the origin refuses, it
-// keeps the rest for the next round. It reports whether there were any.
+// maxReservationFailures is the number of reservation writes a round may
+// see fail before it keeps the rest for the next round: one failing shard
+// (a Redis Cluster master) does not hold back the writes to the others,
+// and an origin that is down costs a round a few timeouts, not one per
+// write.
+const maxReservationFailures = 8
+
+// sendReserved sends the queued reservation writes of cells still live,
+// each within ReplayTimeout, keeping those the origin refuses (and, after
+// maxReservationFailures refusals, the rest) for the next round. It
+// reports whether there were any.
 func (r *replayer) sendReserved(ctx context.Context) bool {
 	r.reservedMu.Lock()
 	pending := r.reserved
@@ -284,29 +292,41 @@ func (r *replayer) sendReserved(ctx context.Context) bool {
 		return false
 	}
 	now := r.l.cfg.Clock().UnixMilli()
+	var kept []reservationWrite
 	for i, w := range pending {
+		if len(kept) == maxReservationFailures {
+			kept = append(kept, pending[i:]...)
+			break
+		}
 		if expired(w.Cell, now) {
 			w.withdrawn()
 			continue // no decision reads it any more
 		}
-		wctx, cancel := context.WithTimeout(ctx, r.l.cfg.ReplayTimeout)
-		var err error
-		if w.withdraw {
-			if err = r.l.origin.Withdraw(wctx, w.Cell, w.Writer); err == nil {
-				w.withdrawn()
-			}
-		} else {
-			_, err = r.l.origin.Apply(wctx, []origin.Delta{w.Delta})
-		}
-		cancel()
-		if err != nil {
-			r.reservedMu.Lock()
-			r.reserved = append(pending[i:len(pending):len(pending)], r.reserved...)
-			r.reservedMu.Unlock()
-			break
+		if err := r.sendReservation(ctx, &w); err != nil {
+			kept = append(kept, w)
 		}
 	}
+	if len(kept) > 0 {
+		r.reservedMu.Lock()
+		r.reserved = append(kept, r.reserved...)
+		r.reservedMu.Unlock()
+	}
 	return true
+}
+
+// sendReservation sends one reservation write within ReplayTimeout.
+func (r *replayer) sendReservation(ctx context.Context, w *reservationWrite) error {
+	ctx, cancel := context.WithTimeout(ctx, r.l.cfg.ReplayTimeout)
+	defer cancel()
+	if !w.withdraw {
+		_, err := r.l.origin.Apply(ctx, []origin.Delta{w.Delta})
+		return err
+	}
+	if err := r.l.origin.Withdraw(ctx, w.Cell, w.Writer); err != nil {
+		return err
+	}
+	w.withdrawn()
+	return nil
 }
 
 // reservedLeft returns the reservation writes waiting to be sent and the
@@ -513,7 +533,11 @@ func (r *replayer) refused(d origin.Delta, c *cell, err error) {
 		r.mark(c)
 		return
 	}
-	r.drop(dropRefused, d, c, err)
+	reason := dropRefused
+	if c.failures() < maxCellFailures {
+		reason = dropExpired // unavailable (its master, say) until the window passed
+	}
+	r.drop(reason, d, c, err)
 }
 
 // drop gives up on the unconfirmed increments of c: they are counted and

@@ -12,9 +12,13 @@ import (
 )
 
 // refusingOrigin refuses every write.
-type refusingOrigin struct{ *memory.Store }
+type refusingOrigin struct {
+	*memory.Store
+	tries *atomic.Int64
+}
 
-func (refusingOrigin) Withdraw(context.Context, origin.Cell, origin.Writer) error {
+func (o refusingOrigin) Withdraw(context.Context, origin.Cell, origin.Writer) error {
+	o.tries.Add(1)
 	return origin.ErrUnavailable
 }
 
@@ -33,10 +37,11 @@ func (c *countingDrops) Dropped(reason string, cells int, _ int64) {
 // TestReservationWritesAreBounded queues one withdrawal more than
 // maxReservationWrites while the origin refuses them: the queue keeps
 // maxReservationWrites, the oldest is dropped and counted, and a round
-// sends none past the first refusal.
+// tries maxReservationFailures of them and keeps them all.
 func TestReservationWritesAreBounded(t *testing.T) {
 	drops := &countingDrops{}
-	l, err := newLimiter(Config{Origin: refusingOrigin{memory.New(nil)}, Observer: drops, FlushTimeout: time.Millisecond},
+	var tries atomic.Int64
+	l, err := newLimiter(Config{Origin: refusingOrigin{memory.New(nil), &tries}, Observer: drops, FlushTimeout: time.Millisecond},
 		drive.Options{ReplayTicks: make(chan time.Time)}) // never fires: the test sends
 	if err != nil {
 		t.Fatal(err)
@@ -57,5 +62,8 @@ func TestReservationWritesAreBounded(t *testing.T) {
 	}
 	if writes, _ := l.replay.reservedLeft(); writes != maxReservationWrites {
 		t.Errorf("%d reservation writes left after a refused round, want all %d", writes, maxReservationWrites)
+	}
+	if n := tries.Load(); n != maxReservationFailures {
+		t.Errorf("a round tried %d withdrawals, want %d", n, maxReservationFailures)
 	}
 }

@@ -8,10 +8,14 @@ import (
 )
 
 // redisMetrics are the Redis origin's Prometheus metrics; they implement
-// its [redis.Observer].
+// its [redis.MasterObserver]. On a Redis Cluster, sluice_redis_breaker_state
+// is the most severe of the masters' breakers, and the two master metrics
+// say which master is at fault.
 type redisMetrics struct {
-	calls   *prometheus.HistogramVec
-	breaker prometheus.Gauge
+	calls         *prometheus.HistogramVec
+	breaker       prometheus.Gauge
+	masterBreaker *prometheus.GaugeVec
+	masterCalls   *prometheus.CounterVec
 }
 
 func newRedisMetrics(reg prometheus.Registerer) *redisMetrics {
@@ -21,30 +25,46 @@ func newRedisMetrics(reg prometheus.Registerer) *redisMetrics {
 			Buckets: prometheus.ExponentialBuckets(.0001, 4, 8),
 		}, []string{"op", "outcome"}),
 		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_redis_breaker_state", Help: "Redis origin circuit breaker: 0 closed, 1 half-open, 2 open.",
+			Name: "sluice_redis_breaker_state", Help: "Redis origin circuit breaker: 0 closed, 1 half-open, 2 open (on a Redis Cluster, the most severe master's).",
 		}),
+		masterBreaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_redis_master_breaker_state", Help: "Circuit breaker of each Redis Cluster master the origin calls: 0 closed, 1 half-open, 2 open.",
+		}, []string{"master"}),
+		masterCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_redis_master_calls_total", Help: "Redis origin calls by Redis Cluster master and outcome.",
+		}, []string{"master", "outcome"}),
 	}
-	reg.MustRegister(m.calls, m.breaker)
+	reg.MustRegister(m.calls, m.breaker, m.masterBreaker, m.masterCalls)
 	return m
 }
 
-var _ redis.Observer = (*redisMetrics)(nil)
+var _ redis.MasterObserver = (*redisMetrics)(nil)
 
 // ObserveCall implements [redis.Observer].
 func (m *redisMetrics) ObserveCall(c redis.Call) {
 	m.calls.WithLabelValues(string(c.Op), string(c.Outcome)).Observe(c.Elapsed.Seconds())
+	if c.Master != "" {
+		m.masterCalls.WithLabelValues(c.Master, string(c.Outcome)).Inc()
+	}
 }
 
 // BreakerChanged implements [redis.Observer].
-func (m *redisMetrics) BreakerChanged(_, to redis.BreakerState) {
-	switch to.String() {
+func (m *redisMetrics) BreakerChanged(_, to redis.BreakerState) { m.breaker.Set(breakerValue(to)) }
+
+// MasterBreakerChanged implements [redis.MasterObserver].
+func (m *redisMetrics) MasterBreakerChanged(master string, _, to redis.BreakerState) {
+	m.masterBreaker.WithLabelValues(master).Set(breakerValue(to))
+}
+
+// breakerValue is a breaker state as the gauges hold it.
+func breakerValue(s redis.BreakerState) float64 {
+	switch s.String() {
 	case "open":
-		m.breaker.Set(2)
+		return 2
 	case "half-open":
-		m.breaker.Set(1)
-	default:
-		m.breaker.Set(0)
+		return 1
 	}
+	return 0
 }
 
 // rlsMetrics are the Envoy RLS service's Prometheus metrics; they implement

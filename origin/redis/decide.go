@@ -21,6 +21,29 @@ var ErrInexact = errors.New("redis: check exceeds the exact range of a Redis scr
 // maxExact is the largest integer every Lua number (a double) holds exactly.
 const maxExact = 1<<53 - 1
 
+// luaWeight is the weight of the previous cell in a decision script, from
+// prev (its total), ARGV[1] (d), ARGV[5] (its imported count) and rem
+// (d − elapsed): floor((prev + imported) * rem / d) = q*rem + Q, computed
+// without a product above 2^53 (see decideScript).
+const luaWeight = `local p = prev + tonumber(ARGV[5])
+local q = math.floor(p / d)
+local r = p - q * d
+if r < 0 then q = q - 1; r = r + d elseif r >= d then q = q + 1; r = r - d end
+local Q, R = 0, 0
+local b = 1
+while b * 2 <= rem do b = b * 2 end
+local left = rem
+while b >= 1 do
+  Q = Q * 2; R = R * 2
+  if R >= d then R = R - d; Q = Q + 1 end
+  if left >= b then
+    left = left - b
+    R = R + r
+    if R >= d then R = R - d; Q = Q + 1 end
+  end
+  b = b / 2
+end`
+
 // decideScript makes the strict-mode decisions of one counter atomically.
 //
 //	KEYS[1], KEYS[2]  the current and the previous cell (one slot)
@@ -62,24 +85,7 @@ if sent > share then
   add = sent - share
   share = sent
 end
-local p = prev + tonumber(ARGV[5])
-local q = math.floor(p / d)
-local r = p - q * d
-if r < 0 then q = q - 1; r = r + d elseif r >= d then q = q + 1; r = r - d end
-local Q, R = 0, 0
-local b = 1
-while b * 2 <= rem do b = b * 2 end
-local left = rem
-while b >= 1 do
-  Q = Q * 2; R = R * 2
-  if R >= d then R = R - d; Q = Q + 1 end
-  if left >= b then
-    left = left - b
-    R = R + r
-    if R >= d then R = R - d; Q = Q + 1 end
-  end
-  b = b / 2
-end
+` + luaWeight + `
 local before = cur + add + tonumber(ARGV[4]) + q * rem + Q
 local out = {0, prev, 0, 0}
 if stale then out[3] = 1 end

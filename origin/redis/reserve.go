@@ -31,24 +31,7 @@ if share == nil or cur == nil or held == nil or prev == nil then
   return redis.error_reply('cell does not hold integers')
 end
 local stale = held ~= 0
-local p = prev + tonumber(ARGV[5])
-local q = math.floor(p / d)
-local r = p - q * d
-if r < 0 then q = q - 1; r = r + d elseif r >= d then q = q + 1; r = r - d end
-local Q, R = 0, 0
-local b = 1
-while b * 2 <= rem do b = b * 2 end
-local left = rem
-while b >= 1 do
-  Q = Q * 2; R = R * 2
-  if R >= d then R = R - d; Q = Q + 1 end
-  if left >= b then
-    left = left - b
-    R = R + r
-    if R >= d then R = R - d; Q = Q + 1 end
-  end
-  b = b / 2
-end
+` + luaWeight + `
 local before = cur + math.max(0, sent - share) + tonumber(ARGV[4]) + q * rem + Q
 local out = {0, prev, 0, share}
 if stale then out[3] = 1 end
