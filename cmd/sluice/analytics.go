@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,8 +43,10 @@ const (
 // newAnalytics returns the analytics, or nil with --analytics=false: this
 // node's recorder, shared with the nodes of the region through --redis-url
 // when it is set. It applies the queue every advanceInterval, and
-// publishes every publishInterval, until cleanup.
-func (c *serveCmd) newAnalytics(log *slog.Logger, cl *cleanup) (server.Analytics, error) {
+// publishes every publishInterval, until cleanup. The decisions the
+// recorder leaves out (its queue full) are counted in
+// sluice_analytics_decisions_dropped_total.
+func (c *serveCmd) newAnalytics(log *slog.Logger, reg prometheus.Registerer, cl *cleanup) (server.Analytics, error) {
 	if !c.Analytics {
 		log.Info("analytics off (--analytics=false): getAnalytics answers 404 and the console shows no charts")
 		return nil, nil
@@ -52,6 +55,10 @@ func (c *serveCmd) newAnalytics(log *slog.Logger, cl *cleanup) (server.Analytics
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_analytics_decisions_dropped_total",
+		Help: "Decisions left out of the analytics because the recorder's queue was full (decisions are never held back for it).",
+	}, func() float64 { return float64(rec.Stats().Dropped) }))
 	var region *analyticsredis.Region
 	if c.RedisURL != "" {
 		client, err := redis.NewClient(c.RedisURL)

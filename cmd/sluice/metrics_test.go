@@ -1,7 +1,9 @@
 package main
 
 import (
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -48,4 +50,35 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 		return c.GetValue()
 	}
 	return d.GetGauge().GetValue()
+}
+
+// TestAnalyticsDropsAreCounted records more decisions at once than the
+// analytics queue holds: those left out are counted in
+// sluice_analytics_decisions_dropped_total.
+func TestAnalyticsDropsAreCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var cl cleanup
+	defer cl.run()
+	c := &serveCmd{AnalyticsFlags: AnalyticsFlags{Analytics: true, AnalyticsMaxNamespaces: 10}}
+	a, err := c.newAnalytics(slog.New(slog.DiscardHandler), reg, &cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for range 100_000 {
+		a.Record("w", "n", "i", true, now)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "sluice_analytics_decisions_dropped_total" {
+			if v := f.GetMetric()[0].GetCounter().GetValue(); v < 1 {
+				t.Fatalf("%v decisions counted dropped after 100,000 recorded at once", v)
+			}
+			return
+		}
+	}
+	t.Fatal("sluice_analytics_decisions_dropped_total is not registered")
 }

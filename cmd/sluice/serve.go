@@ -335,7 +335,7 @@ func (c *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := c.newAnalytics(log, &cl)
+	rec, err := c.newAnalytics(log, obs.reg, &cl)
 	if err != nil {
 		return err
 	}
