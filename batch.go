@@ -199,6 +199,11 @@ func (l *Limiter) reservations(qs []resolved, curs []*cell, atOrigin []bool) []*
 	return rsv
 }
 
+// errReservation is a reservation's error when the origin answered it
+// stale (its holder written already, which a fresh random holder never
+// is) or with a verdict of the wrong size: the counter is decided locally.
+var errReservation = errors.New("sluice: a reservation answered stale or incomplete")
+
 // reserve asks the origin for every reservation of a batch at once and
 // fills the responses of the requests it decided. It reports whether the
 // batch still passes: false if the origin denied any request. A counter the
@@ -210,7 +215,7 @@ func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation
 		r.v, r.err = l.origin.Decide(ctx, r.check)
 		l.cfg.Observer.OriginRead(readStrict, time.Since(start), r.err)
 		if r.err == nil && (r.v.Stale || len(r.v.Admitted) != len(r.check.Asks)) {
-			r.err = fmt.Errorf("sluice: a reservation answered stale or incomplete")
+			r.err = errReservation
 		}
 	}
 	if len(rsv) == 1 {
@@ -243,18 +248,18 @@ func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation
 }
 
 // withdraw withdraws at the origin the reservations of a rolled-back batch
-// that may hold units (the origin admitted some, or its answer was lost),
-// all at once, within ctx, and then takes each reservation's increments
-// out of its cell's count: until the origin has withdrawn them, an origin
-// total merged meanwhile may hold them, and the count must not lose them
-// twice. The withdrawals that fail are left to the replayer, which sends
-// them again and then takes the increments out.
-func (l *Limiter) withdraw(ctx context.Context, rsv []*reservation) {
+// that may hold units (the origin admitted some, or its answer was lost;
+// with all, every one), all at once, within ctx, and then takes each
+// reservation's increments out of its cell's count: until the origin has
+// withdrawn them, an origin total merged meanwhile may hold them, and the
+// count must not lose them twice. The withdrawals that fail are left to
+// the replayer, which sends them again and then takes the increments out.
+func (l *Limiter) withdraw(ctx context.Context, rsv []*reservation, all bool) {
 	var wg sync.WaitGroup
 	for _, r := range rsv {
 		rw := reservationWrite{Delta: origin.Delta{Cell: origin.Cell{Key: r.check.Key, Sequence: r.check.Seq},
 			Writer: r.check.Holder}, withdraw: true, cur: r.cur, cost: costOf(r.check.Asks)}
-		if r.err == nil && !anyAdmitted(r.v) {
+		if !all && r.err == nil && !anyAdmitted(r.v) {
 			rw.withdrawn()
 			continue
 		}
@@ -300,7 +305,7 @@ func (l *Limiter) commit(ctx context.Context, qs []resolved, curs []*cell, out [
 				r.cur.merge(window.Add(r.v.Counts.Current-heldBy(r), costOf(r.check.Asks)), r.v.Share)
 			}
 		}
-		l.withdraw(ctx, rsv)
+		l.withdraw(ctx, rsv, false)
 	}
 	for i, q := range qs {
 		c := curs[i]
@@ -337,10 +342,7 @@ func (l *Limiter) commit(ctx context.Context, qs []resolved, curs []*cell, out [
 			curs[i].takeBack(q.cost)
 		}
 	}
-	for _, r := range rsv {
-		r.err = errWithdrawAll // withdrawn whatever the origin answered
-	}
-	l.withdraw(ctx, rsv)
+	l.withdraw(ctx, rsv, true) // whatever the origin answered
 	return false
 }
 
@@ -362,10 +364,6 @@ func (l *Limiter) settle(rsv []*reservation) {
 			Writer: r.check.Holder, Sent: costOf(r.check.Asks)})
 	}
 }
-
-// errWithdrawAll marks a reservation to withdraw whatever the origin
-// answered.
-var errWithdrawAll = errors.New("sluice: limiter closed")
 
 // heldBy returns the cost the origin admitted for r, its holder's share.
 func heldBy(r *reservation) int64 {
