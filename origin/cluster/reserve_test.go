@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/batchrace"
 	"github.com/sluicehq/sluice/origin"
@@ -37,5 +40,36 @@ func TestBatchesAcrossClusterNodes(t *testing.T) {
 			batchrace.Run(t, batchrace.Config{Origins: []origin.Origin{nodes[0].o, nodes[1].o},
 				Senders: tc.senders, Batches: tc.batches, Counters: 5, Limit: 20, Primed: 17})
 		})
+	}
+}
+
+// TestReservationOnTheWire sends a reservation through the decide call's
+// JSON: this version reads it back whole, and a version before
+// reservations (a decide request without rw and rs) reads a check of the
+// holder, with nothing sent, so it keeps the admitted units under the
+// holder and never under the node's writer.
+func TestReservationOnTheWire(t *testing.T) {
+	c := origin.Check{Key: origin.Key{Namespace: "n", Identifier: "i", Duration: time.Minute}, Seq: 7, Elapsed: 5,
+		Writer: 0x11, Sent: 9, Holder: 0x22, Imported: origin.Counts{Current: 3, Previous: 4}, Asks: []origin.Ask{{Limit: 10, Cost: 1}}}
+	body, err := json.Marshal(toDecideRequest(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now decideRequest
+	if err := json.Unmarshal(body, &now); err != nil {
+		t.Fatal(err)
+	}
+	if got := now.check(); !reflect.DeepEqual(got, c) {
+		t.Errorf("read back %+v, want %+v", got, c)
+	}
+	var before struct {
+		W    origin.Writer `json:"w"`
+		Sent int64         `json:"sn"`
+	}
+	if err := json.Unmarshal(body, &before); err != nil {
+		t.Fatal(err)
+	}
+	if before.W != c.Holder || before.Sent != 0 {
+		t.Errorf("an older owner reads writer %#x sent %d, want the holder %#x and 0", before.W, before.Sent, c.Holder)
 	}
 }

@@ -82,12 +82,21 @@ type decideRequest struct {
 	Sent int64         `json:"sn"`
 	IC   int64         `json:"ic"`
 	IP   int64         `json:"ip"`
-	Asks [][2]int64    `json:"a"`           // limit, cost
-	H    origin.Writer `json:"h,omitempty"` // the holder of a reservation
+	Asks [][2]int64    `json:"a"` // limit, cost
+	// A reservation (origin.Check.Holder) travels as a check of its
+	// holder (W, with Sent 0), its writer and sent count in RW and RS: an
+	// owner of a version before reservations decides it as the holder's
+	// own check, whose units it keeps under the holder, not under the
+	// node's writer, where they would hide the node's next admissions.
+	RW origin.Writer `json:"rw,omitempty"`
+	RS int64         `json:"rs,omitempty"`
 }
 
 func toDecideRequest(c origin.Check) decideRequest {
-	r := decideRequest{K: toWireKey(c.Key), S: c.Seq, E: c.Elapsed, W: c.Writer, Sent: c.Sent, IC: c.Imported.Current, IP: c.Imported.Previous, Asks: make([][2]int64, len(c.Asks)), H: c.Holder}
+	r := decideRequest{K: toWireKey(c.Key), S: c.Seq, E: c.Elapsed, W: c.Writer, Sent: c.Sent, IC: c.Imported.Current, IP: c.Imported.Previous, Asks: make([][2]int64, len(c.Asks))}
+	if c.Holder != 0 {
+		r.W, r.Sent, r.RW, r.RS = c.Holder, 0, c.Writer, c.Sent
+	}
 	for i, a := range c.Asks {
 		r.Asks[i] = [2]int64{a.Limit, a.Cost}
 	}
@@ -95,7 +104,10 @@ func toDecideRequest(c origin.Check) decideRequest {
 }
 
 func (r decideRequest) check() origin.Check {
-	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks)), Holder: r.H}
+	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks))}
+	if r.RW != 0 {
+		c.Writer, c.Sent, c.Holder = r.RW, r.RS, r.W
+	}
 	for i, a := range r.Asks {
 		c.Asks[i] = origin.Ask{Limit: a[0], Cost: a[1]}
 	}
