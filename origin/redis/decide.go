@@ -49,63 +49,82 @@ end`
 //	KEYS[1], KEYS[2]  the current and the previous cell (one slot)
 //	ARGV[1]  d, the window in ms (< 2^44: a time.Duration holds no more)
 //	ARGV[2]  elapsed ms into the current cell
-//	ARGV[3]  sent: the writer's count of the current cell, raised first
+//	ARGV[3]  sent: the writer's count of the current cell
 //	ARGV[4]  imported count of the current cell (other regions; never stored)
 //	ARGV[5]  imported count of the previous cell
 //	ARGV[6]  expiry in ms of a newly created current cell
 //	ARGV[7]  the writer's hash field
-//	ARGV[8…] limit, cost pairs, decided in order
+//	ARGV[8]  the holder's hash field of a reservation, or "" (see below)
+//	ARGV[9…] limit, cost pairs, decided in order
 //
 // It returns {current total, previous total, stale (0/1), the writer's
 // share, admitted (0/1)…}. It reads the current cell with one HMGET (the
-// writer's share and the total) and the previous one with one HGET, and
-// writes both fields with one HSET when it admits or raises anything:
-// Redis counts 3 commands, 4 with a write (5 for a new cell). A check
-// whose writer's share is above its sent count is stale and admits
-// nothing (see [origin.Origin]). Redis hands
-// Lua doubles, so every product that could pass 2^53 is avoided: the weight
-// floor(p * rem / d) is computed as q*rem + floor(r*rem/d) with p = q*d + r,
-// and the last term by binary long multiplication that keeps its remainder
-// below d (so below 2^45). The result is exact for counts below 2^53, the
-// range the Go side checks; imported counts are capped at 2^53-1, which
-// changes no decision on limits below it.
+// writer's share, the total and the holder's share) and the previous one
+// with one HGET, and writes with one HSET when it admits or raises
+// anything: Redis counts 3 commands, 4 with a write (5 for a new cell).
+//
+// Without a holder, the writer's share is raised to sent first, and the
+// admitted costs are added to it; a check whose writer's share is above
+// its sent count is stale and admits nothing (see [origin.Origin]). With a
+// holder (a batch's reservation), the writer's share is read, not raised:
+// what sent exceeds it by counts as spent; the admitted costs go to the
+// holder's share, and a holder whose share is not zero (written or
+// withdrawn already) makes the check stale.
+//
+// Redis hands Lua doubles, so every product that could pass 2^53 is
+// avoided: the weight floor(p * rem / d) is computed as q*rem +
+// floor(r*rem/d) with p = q*d + r, and the last term by binary long
+// multiplication that keeps its remainder below d (so below 2^45). The
+// result is exact for counts below 2^53, the range the Go side checks;
+// imported counts are capped at 2^53-1, which changes no decision on
+// limits below it.
 var decideScript = goredis.NewScript(`
 local d = tonumber(ARGV[1])
 local rem = d - tonumber(ARGV[2])
 local sent = tonumber(ARGV[3])
-local v = redis.call('HMGET', KEYS[1], ARGV[7], 'n')
-local share, cur = tonumber(v[1] or '0'), tonumber(v[2] or '0')
+local holder = ARGV[8]
+local keeper = ARGV[7]
+if holder ~= '' then keeper = holder end
+local v = redis.call('HMGET', KEYS[1], ARGV[7], 'n', keeper)
+local share, cur, kept = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
 local prev = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
-if share == nil or cur == nil or prev == nil then
+if share == nil or cur == nil or kept == nil or prev == nil then
   return redis.error_reply('cell does not hold integers')
 end
-local stale = share > sent
-local add = 0
-if sent > share then
-  add = sent - share
-  share = sent
+local stale, add, unsent = false, 0, 0
+if holder == '' then
+  stale = share > sent
+  if sent > share then
+    add = sent - share
+    share = sent
+  end
+  kept = share
+else
+  stale = kept ~= 0
+  unsent = math.max(0, sent - share)
 end
 ` + luaWeight + `
-local before = cur + add + tonumber(ARGV[4]) + q * rem + Q
+local before = cur + add + unsent + tonumber(ARGV[4]) + q * rem + Q
 local out = {0, prev, 0, 0}
 if stale then out[3] = 1 end
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   local limit, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   if not stale and before <= limit and cost <= limit - before then
     before = before + cost
     add = add + cost
-    share = share + cost
+    kept = kept + cost
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
+if holder == '' then share = kept end
 if add > 0 then
   if cur + add > 9007199254740991 then
     return redis.error_reply('total would pass 2^53-1')
   end
   cur = cur + add
-  redis.call('HSET', KEYS[1], 'n', string.format('%d', cur), ARGV[7], string.format('%d', share))
+  redis.call('HSET', KEYS[1], 'n', string.format('%d', cur), keeper, string.format('%d', kept))
   if cur == add then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
 end
 out[1] = cur
@@ -115,8 +134,11 @@ return out
 
 // Decide makes the strict-mode decisions of c in one script call, atomic in
 // Redis: both cells are read, the sliding window is applied to each ask in
-// order, and the writer's share is raised to its sent count and the admitted costs
-// are added to it and to the current cell, with its expiry. The arithmetic is exact (see [ErrInexact] for its range).
+// order, and the writer's share is raised to its sent count and the
+// admitted costs are added to it and to the current cell, with its expiry;
+// for a reservation (c.Holder set), to the holder's share instead, the
+// writer's share only read (see [origin.Check]). The arithmetic is exact
+// (see [ErrInexact] for its range).
 func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
 	if err := checkDecide(c); err != nil {
 		return origin.Verdict{}, err
@@ -129,17 +151,17 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 	args = append(args, c.Key.Duration.Milliseconds(), c.Elapsed, c.Sent,
 		min(c.Imported.Current, maxExact), min(c.Imported.Previous, maxExact), o.ttl(c.Key.Duration),
 		writerField(c.Writer))
-	script := decideScript
+	holder := ""
 	if c.Holder != 0 {
-		script = reserveScript // see reserve.go
-		args = append(args, writerField(c.Holder))
+		holder = writerField(c.Holder)
 	}
+	args = append(args, holder)
 	for _, a := range c.Asks {
 		args = append(args, a.Limit, a.Cost)
 	}
 	var v origin.Verdict
 	err := o.do(ctx, OpDecide, o.shards.route(ctx, keys[0]), 2, func(ctx context.Context) error {
-		res, err := runScript(ctx, o.client, script, keys, args).Int64Slice()
+		res, err := runScript(ctx, o.client, decideScript, keys, args).Int64Slice()
 		if err != nil {
 			if classify(err) == OutcomeError {
 				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
