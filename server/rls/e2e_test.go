@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +16,8 @@ import (
 )
 
 // newGRPCClient serves svc over h2c (HTTP/1.1 and unencrypted HTTP/2 on one
-// port, as the server does) and returns a real grpc-go client for it.
+// port, as the API port does) with the connect handler and returns a real
+// grpc-go client for it.
 func newGRPCClient(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -26,8 +28,34 @@ func newGRPCClient(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
+	return dialRLS(t, strings.TrimPrefix(srv.URL, "http://"))
+}
 
-	conn, err := grpc.NewClient(strings.TrimPrefix(srv.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// newNativeClient serves svc with its native grpc-go server on a loopback
+// listener and returns a real grpc-go client for it, with opts.
+func newNativeClient(t *testing.T, svc *Service, opts ...grpc.DialOption) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := svc.NewGRPCServer()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return dialRLS(t, ln.Addr().String(), opts...)
+}
+
+// dialRLS returns a grpc-go client of addr over h2c, closed at the end of
+// the test.
+func dialRLS(t *testing.T, addr string, opts ...grpc.DialOption) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +63,27 @@ func newGRPCClient(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
 	return rlsv3.NewRateLimitServiceClient(conn)
 }
 
+// transports are the two servers of the service: the connect handler (the
+// API port) and the native grpc-go server (--rls-addr).
+var transports = []struct {
+	name   string
+	client func(*testing.T, *Service) rlsv3.RateLimitServiceClient
+}{
+	{"connect", newGRPCClient},
+	{"grpc-go", func(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient { return newNativeClient(t, svc) }},
+}
+
+// TestGRPC runs the service's behaviours over both of its servers with a
+// real grpc-go client.
 func TestGRPC(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testGRPC(t, tr.client) })
+	}
+}
+
+func testGRPC(t *testing.T, newClient func(*testing.T, *Service) rlsv3.RateLimitServiceClient) {
 	h := newHarness(t, mustParse(t, testRules))
-	client := newGRPCClient(t, h.svc)
+	client := newClient(t, h.svc)
 	call := func(r *rlsv3.RateLimitRequest) (string, error) {
 		t.Helper()
 		res, err := client.ShouldRateLimit(t.Context(), r)
@@ -116,14 +162,21 @@ func TestGRPC(t *testing.T) {
 }
 
 // TestGRPCDefaults runs a service with its default clock and no observer
-// over the network, checking only what no timing can change.
+// over the network, on both servers, checking only what no timing can
+// change.
 func TestGRPCDefaults(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testGRPCDefaults(t, tr.client) })
+	}
+}
+
+func testGRPCDefaults(t *testing.T, newClient func(*testing.T, *Service) rlsv3.RateLimitServiceClient) {
 	l := newHarness(t, mustParse(t, testRules)).real
 	svc, err := New(Config{Limiter: l, Domains: mustParse(t, testRules)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := newGRPCClient(t, svc)
+	client := newClient(t, svc)
 	res, err := client.ShouldRateLimit(t.Context(), req("d", 0, desc("user=now")))
 	if err != nil {
 		t.Fatal(err)
