@@ -177,8 +177,16 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // markUsed records that the connection of ctx has started a request, so
 // that it is no longer closed as unused.
 func markUsed(ctx context.Context) {
-	if tc, ok := ctx.Value(connKey{}).(*trackedConn); ok && !tc.used.Load() {
-		tc.used.Store(true)
-		tc.timer.Stop()
+	if tc, ok := ctx.Value(connKey{}).(*trackedConn); ok {
+		tc.markUsed()
+	}
+}
+
+// markUsed records that c has started a request, so that it is no longer
+// closed as unused.
+func (c *trackedConn) markUsed() {
+	if !c.used.Load() {
+		c.used.Store(true)
+		c.timer.Stop()
 	}
 }

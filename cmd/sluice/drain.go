@@ -42,17 +42,23 @@ func (r *requests) base(net.Listener) context.Context { return r.ctx }
 func (r *requests) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		markUsed(req.Context())
-		r.running.Add(1)
-		defer func() {
-			if r.running.Add(-1) == 0 {
-				select {
-				case r.idle <- struct{}{}:
-				default:
-				}
-			}
-		}()
+		r.begin()
+		defer r.end()
 		h.ServeHTTP(w, req)
 	})
+}
+
+// begin counts one more handler running.
+func (r *requests) begin() { r.running.Add(1) }
+
+// end counts one handler less running, and signals idle when none is left.
+func (r *requests) end() {
+	if r.running.Add(-1) == 0 {
+		select {
+		case r.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // wait waits until no handler runs or ctx ends, and returns how many still

@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"os"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
 	"github.com/sluicehq/sluice/server/rls"
 )
 
 // RLSFlags are the flags of the Envoy RLS listener, embedded in serveCmd.
 type RLSFlags struct {
-	RLSAddr     string `name:"rls-addr" placeholder:"HOST:PORT" help:"Serve Envoy RLS (--rls-config) on a listener of its own instead of --http-addr: h2c, or TLS with the --tls-cert certificate. Recommended: only Envoy should reach it (network policy, --rls-client-ca). Port 0 picks a free port (logged)."`
+	RLSAddr     string `name:"rls-addr" placeholder:"HOST:PORT" help:"Serve Envoy RLS (--rls-config) on a listener of its own instead of --http-addr, with grpc-go: gRPC only (gRPC-Web and Connect clients use --http-addr without --rls-addr), over h2c, or TLS with the --tls-cert certificate; answers are never compressed. Recommended: only Envoy should reach it (network policy, --rls-client-ca). Port 0 picks a free port (logged)."`
 	RLSClientCA string `name:"rls-client-ca" placeholder:"FILE" help:"PEM CA certificates: Envoy must present a certificate signed by one of them on --rls-addr (mutual TLS). Needs --rls-addr and --tls-cert. SIGHUP reloads it."`
 	RLSMaxConns int    `name:"rls-max-conns" default:"10000" help:"Most connections open at once on --rls-addr, counted apart from --max-conns; one more is closed at accept and counted in sluice_rls_connections_rejected_total. An Envoy holds about one per worker thread; an idle one costs about 33 KB (10,000: some 330 MB)."`
 }
@@ -42,8 +45,8 @@ func (f *RLSFlags) validate(rlsConfig string, t TLSFlags) error {
 }
 
 // newRLS loads --rls-config and builds the Envoy RLS service. With
-// --rls-addr it serves it on a listener of its own, drained at cleanup, and
-// returns no route for the API port; without, it returns the route to
+// --rls-addr it serves it with grpc-go on a listener of its own (serveRLS),
+// drained at cleanup, and returns no route for the API port; without, it returns the route to
 // mount on --http-addr (and nil services when --rls-config is unset). An
 // invalid file stops the start with the loader's error, which names the
 // file and the problem.
@@ -59,28 +62,28 @@ func (c *serveCmd) newRLS(limiter rls.Limiter, rec rls.Recorder, log *slog.Logge
 	if err != nil {
 		return nil, nil, err
 	}
-	path, h := svc.Handler()
 	if c.RLSAddr == "" {
+		path, h := svc.Handler()
 		log.Info("envoy rls: serving on the API port; --rls-addr serves it on a listener of its own, which only Envoy should reach", "path", path, "config", c.RLSConfig, "domains", rules.Domains())
 		return svc, map[string]http.Handler{path: h}, nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle(path, h)
-	if err := c.serveRLS(mux, log, obs.reg, hup, cl); err != nil {
+	if err := c.serveRLS(svc.GRPCServer(), svc.GRPCServerOptions(), log, obs.reg, hup, cl); err != nil {
 		return nil, nil, err
 	}
-	log.Info("envoy rls: serving", "path", path, "config", c.RLSConfig, "domains", rules.Domains())
+	log.Info("envoy rls: serving", "path", rls.Procedure, "config", c.RLSConfig, "domains", rules.Domains())
 	return svc, nil, nil
 }
 
-// serveRLS serves h on --rls-addr in the background, over TLS with the API
-// port's certificate when it has one, requiring a client certificate with
+// serveRLS serves rl on --rls-addr in the background with grpc-go, its
+// options opts (the service's) beside those of rlsServerOptions: gRPC only
+// (no gRPC-Web, no Connect), over h2c, or TLS with the API port's
+// certificate when it has one, requiring a client certificate with
 // --rls-client-ca. Like the API port, the listener keeps at most
-// --rls-max-conns connections open and closes those that start no request
-// within the first-request timeout; its connection metrics, registered in
-// reg, are named sluice_rls_connections_*. Cleanup drains it like the API
-// port.
-func (c *serveCmd) serveRLS(h http.Handler, log *slog.Logger, reg prometheus.Registerer, hup *hangup, cl *cleanup) error {
+// --rls-max-conns connections open and closes those that start no
+// ShouldRateLimit call within the first-request timeout; its connection
+// metrics, registered in reg, are named sluice_rls_connections_*. Cleanup
+// drains it like the API port (drainGRPC).
+func (c *serveCmd) serveRLS(rl rlsv3.RateLimitServiceServer, opts []grpc.ServerOption, log *slog.Logger, reg prometheus.Registerer, hup *hangup, cl *cleanup) error {
 	certs, err := c.rlsCertificates(log, hup)
 	if err != nil {
 		return err
@@ -90,13 +93,13 @@ func (c *serveCmd) serveRLS(h http.Handler, log *slog.Logger, reg prometheus.Reg
 		return fmt.Errorf("--rls-addr: listen on %s: %w", c.RLSAddr, err)
 	}
 	capped := limitConns(ln, rlsListener, c.RLSMaxConns, c.connFirstRequest(), reg, log)
-	srv, reqs, serveErr := serveAPI(h, capped, certs, log)
+	srv, reqs, serveErr := serveGRPC(rl, capped, append(rlsServerOptions(newRLSCredentials(certs)), opts...))
 	cl.add(func() {
 		log.Info("envoy rls: stopping")
-		drain(srv, reqs, serveErr, c.ShutdownTimeout, cutGrace, log)
+		drainGRPC(srv, reqs, serveErr, c.ShutdownTimeout, cutGrace, log)
 	})
 	addr := ln.Addr().String()
-	log.Info("envoy rls listening", "addr", addr, "tls", certs != nil, "client_ca", c.RLSClientCA, "max_conns", c.RLSMaxConns)
+	log.Info("envoy rls listening", "addr", addr, "protocol", "grpc", "tls", certs != nil, "client_ca", c.RLSClientCA, "max_conns", c.RLSMaxConns)
 	if !isLoopback(addr) && c.RLSClientCA == "" {
 		log.Warn("envoy rls: --rls-addr is not a loopback address and no --rls-client-ca is set: whoever reaches it can spend the counters of the configured domains; restrict it to Envoy (network policy) or require Envoy's certificate", "addr", addr)
 	}

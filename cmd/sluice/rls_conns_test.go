@@ -2,22 +2,35 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
-// serveRLSListener serves an "ok" handler through serveRLS on a loopback
-// --rls-addr capped at maxConns connections, each closed if it starts no
-// request within firstRequest, and returns its address and metrics. The
-// listener is drained at the end of the test.
+// okRLS answers every ShouldRateLimit call OK.
+type okRLS struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (okRLS) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
+}
+
+// serveRLSListener serves okRLS through serveRLS on a loopback --rls-addr
+// capped at maxConns connections, each closed if it starts no call within
+// firstRequest, and returns its address and metrics. The listener is
+// drained at the end of the test.
 func serveRLSListener(t *testing.T, maxConns int, firstRequest time.Duration) (string, *prometheus.Registry) {
 	t.Helper()
 	c := &serveCmd{
@@ -30,8 +43,7 @@ func serveRLSListener(t *testing.T, maxConns int, firstRequest time.Duration) (s
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	var cl cleanup
 	t.Cleanup(cl.run)
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	if err := c.serveRLS(h, log, reg, &hangup{}, &cl); err != nil {
+	if err := c.serveRLS(okRLS{}, nil, log, reg, &hangup{}, &cl); err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`msg="envoy rls listening" addr=(\S+)`).FindStringSubmatch(logs.String())
@@ -41,7 +53,36 @@ func serveRLSListener(t *testing.T, maxConns int, firstRequest time.Duration) (s
 	return m[1], reg
 }
 
-// TestRLSListenerMaxConns opens N+3 keep-alive connections to an --rls-addr
+// rlsClientOver returns a grpc-go client (h2c) that uses conn, and no other
+// connection: once conn fails, its calls fail.
+func rlsClientOver(t *testing.T, conn net.Conn) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	var dialed atomic.Bool
+	cc, err := grpc.NewClient("passthrough:///rls",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) {
+			if dialed.Swap(true) {
+				return nil, errors.New("one connection only")
+			}
+			return conn, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return rlsv3.NewRateLimitServiceClient(cc)
+}
+
+// rlsCallOK reports whether one ShouldRateLimit call with c succeeds within
+// 5 s.
+func rlsCallOK(c rlsv3.RateLimitServiceClient) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d"})
+	return err == nil && res.GetOverallCode() == rlsv3.RateLimitResponse_OK
+}
+
+// TestRLSListenerMaxConns opens N+3 gRPC connections to an --rls-addr
 // capped at N by --rls-max-conns: the first N are served, the 3 others are
 // closed at accept and counted under the RLS listener's own metrics.
 func TestRLSListenerMaxConns(t *testing.T) {
@@ -55,7 +96,7 @@ func TestRLSListenerMaxConns(t *testing.T) {
 			continue
 		}
 		defer conn.Close()
-		if keepAliveGet(conn, bufio.NewReader(conn)) {
+		if rlsCallOK(rlsClientOver(t, conn)) {
 			served++
 		} else {
 			refused++
@@ -75,24 +116,29 @@ func TestRLSListenerMaxConns(t *testing.T) {
 }
 
 // TestRLSListenerFirstRequestTimeout checks that a connection to
-// --rls-addr that starts no request within the first-request timeout is
-// closed, h2c preface-only (which HTTP/1's header timeout does not bound)
-// as well as silent, and that one that made a request is kept past it.
+// --rls-addr that starts no call within the first-request timeout is
+// closed, HTTP/2 preface-only as well as silent, and that one that made a
+// call is kept past it.
 func TestRLSListenerFirstRequestTimeout(t *testing.T) {
 	const first = 300 * time.Millisecond
 	addr, reg := serveRLSListener(t, 100, first)
-	sendPreface := func(conn net.Conn, _ *bufio.Reader) bool {
+	sendPreface := func(t *testing.T, conn net.Conn) (bool, rlsv3.RateLimitServiceClient) {
 		_, err := io.WriteString(conn, h2cPreface)
-		return err == nil
+		return err == nil, nil
 	}
 	for _, tc := range []struct {
-		name   string
-		open   func(conn net.Conn, br *bufio.Reader) bool // what the client does first; false: it failed
+		name string
+		// open is what the client does first (false: it failed), with the
+		// gRPC client that owns conn if it made one.
+		open   func(t *testing.T, conn net.Conn) (bool, rlsv3.RateLimitServiceClient)
 		closed bool
 	}{
 		{"h2c preface only", sendPreface, true},
-		{"nothing", func(net.Conn, *bufio.Reader) bool { return true }, true},
-		{"a request first", keepAliveGet, false},
+		{"nothing", func(*testing.T, net.Conn) (bool, rlsv3.RateLimitServiceClient) { return true, nil }, true},
+		{"a call first", func(t *testing.T, conn net.Conn) (bool, rlsv3.RateLimitServiceClient) {
+			c := rlsClientOver(t, conn)
+			return rlsCallOK(c), c
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
@@ -100,29 +146,27 @@ func TestRLSListenerFirstRequestTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			br := bufio.NewReader(conn)
 			start := time.Now()
-			if !tc.open(conn, br) {
+			ok, client := tc.open(t, conn)
+			if !ok {
 				t.Fatal("the client's first step failed")
 			}
-			wait := 5 * time.Second // bounds the test if the connection is kept
 			if !tc.closed {
-				wait = 3 * first
+				time.Sleep(3 * first)
+				if !rlsCallOK(client) {
+					t.Fatalf("a connection that made a call no longer answers after %v", time.Since(start))
+				}
+				return
 			}
-			_ = conn.SetReadDeadline(start.Add(wait))
-			_, err = io.Copy(io.Discard, br)
+			_ = conn.SetReadDeadline(start.Add(5 * time.Second)) // bounds the test if the connection is kept
+			_, err = io.Copy(io.Discard, bufio.NewReader(conn))
 			var ne net.Error
 			timedOut := errors.As(err, &ne) && ne.Timeout()
-			took := time.Since(start)
-			switch {
-			case tc.closed && (timedOut || took > 3*time.Second):
+			switch took := time.Since(start); {
+			case timedOut || took > 3*time.Second:
 				t.Fatalf("an unused connection was kept %v (first-request timeout %v)", took, first)
-			case tc.closed && took < first/2: // the timer starts at accept, a little before start
+			case took < first/2: // the timer starts at accept, a little before start
 				t.Fatalf("an unused connection was closed after %v, before the first-request timeout %v", took, first)
-			case !tc.closed && !timedOut:
-				t.Fatalf("a connection that made a request was closed after %v: %v", took, err)
-			case !tc.closed && !keepAliveGet(conn, br):
-				t.Fatal("a connection that made a request no longer answers")
 			}
 		})
 	}
