@@ -20,7 +20,7 @@ import (
 type RLSFlags struct {
 	RLSAddr     string `name:"rls-addr" placeholder:"HOST:PORT" help:"Serve Envoy RLS (--rls-config) on a listener of its own instead of --http-addr, with grpc-go: gRPC only (gRPC-Web and Connect clients use --http-addr without --rls-addr), over h2c, or TLS with the --tls-cert certificate; answers are never compressed. Recommended: only Envoy should reach it (network policy, --rls-client-ca). Port 0 picks a free port (logged)."`
 	RLSClientCA string `name:"rls-client-ca" placeholder:"FILE" help:"PEM CA certificates: Envoy must present a certificate signed by one of them on --rls-addr (mutual TLS). Needs --rls-addr and --tls-cert. SIGHUP reloads it."`
-	RLSMaxConns int    `name:"rls-max-conns" default:"10000" help:"Most connections open at once on --rls-addr, counted apart from --max-conns; one more is closed at accept and counted in sluice_rls_connections_rejected_total. An Envoy holds about one per worker thread; an idle one costs about 33 KB (10,000: some 330 MB)."`
+	RLSMaxConns int    `name:"rls-max-conns" default:"10000" help:"Most connections open at once on --rls-addr, counted apart from --max-conns; one more is closed at accept and counted in sluice_rls_connections_rejected_total. An Envoy holds about one per worker thread; an idle one costs about 30 KB (10,000: some 300 MB)."`
 }
 
 // validate checks the RLS listener's flags beside --rls-config and the TLS

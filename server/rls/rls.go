@@ -1,7 +1,8 @@
 // Package rls is Sluice's Envoy Rate Limit Service:
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, served with
-// connect-go (gRPC over h2c, gRPC-Web and Connect on one HTTP handler) and
-// decided by Sluice's sliding window.
+// connect-go (gRPC over h2c, gRPC-Web and Connect on one HTTP handler:
+// [Service.Handler]) or with grpc-go (gRPC only, answers never compressed:
+// [Service.NewGRPCServer]), and decided by Sluice's sliding window.
 //
 // Rules come from the YAML format of envoyproxy/ratelimit (a domain per file,
 // nested descriptors with rate_limit, unlimited, shadow_mode and replaces),
@@ -177,7 +178,7 @@ func (c Config) Validate() error {
 
 // Service answers ShouldRateLimit calls. It is safe for concurrent use.
 // Create it with [New] (the zero Service is not usable) and mount
-// [Service.Handler].
+// [Service.Handler], or serve [Service.NewGRPCServer].
 type Service struct {
 	cfg   Config
 	rules atomic.Pointer[Ruleset]
