@@ -225,18 +225,25 @@ func (s *Service) SetRuleset(rs *Ruleset) {
 func (s *Service) Ruleset() *Ruleset { return s.rules.Load() }
 
 // Handler returns the path to mount and the handler that serves
-// ShouldRateLimit over gRPC, gRPC-Web and Connect. gRPC needs HTTP/2: to
+// ShouldRateLimit over gRPC, gRPC-Web and Connect; it compresses no answer
+// under minCompressBytes, whatever the client accepts. gRPC needs HTTP/2: to
 // serve Envoy without TLS, enable unencrypted HTTP/2 (h2c) on the
 // http.Server (Protocols.SetUnencryptedHTTP2), next to HTTP/1.1.
 func (s *Service) Handler() (path string, h http.Handler) {
 	return Procedure, connect.NewUnaryHandlerSimple(Procedure, s.ShouldRateLimit,
 		connect.WithReadMaxBytes(s.cfg.MaxMessageBytes),
+		connect.WithCompressMinBytes(minCompressBytes),
 		connect.WithRecover(func(_ context.Context, _ connect.Spec, _ http.Header, p any) error {
 			s.cfg.Logger.Error("rls: panic in ShouldRateLimit", "panic", p)
 			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 		}),
 	)
 }
+
+// minCompressBytes is the smallest answer the connect handler compresses
+// for a client that accepts it: an RLS answer is a few dozen bytes per
+// descriptor, and compressing one costs more CPU than it saves.
+const minCompressBytes = 1024
 
 // errUnavailable is the message of every Unavailable answer: the
 // limiter's error may name internals, so its text goes to the log only.
