@@ -31,7 +31,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
 )
@@ -406,14 +405,19 @@ func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, 
 	if r.window > MaxWindow {
 		return nil, fmt.Errorf("a window of %v is over the cap of %v (30 days)", r.window, MaxWindow)
 	}
-	return r, nil
+	return r.withCurrentLimit(), nil
 }
 
 // identifier encodes entries as a counter identifier: every key and value
 // as its length in decimal bytes, a colon, and the bytes themselves, so that
 // distinct entry lists never share an identifier, whatever bytes they hold.
 func identifier(entries []entry) string {
+	size := 0
+	for _, e := range entries {
+		size += len(e.key) + len(e.value) + 2*(1+decimalDigits(len(e.key)|len(e.value)))
+	}
 	var b strings.Builder
+	b.Grow(size)
 	for _, e := range entries {
 		for _, s := range [2]string{e.key, e.value} {
 			b.WriteString(strconv.Itoa(len(s)))
@@ -422,6 +426,16 @@ func identifier(entries []entry) string {
 		}
 	}
 	return b.String()
+}
+
+// decimalDigits returns the number of decimal digits of n >= 0 (an upper
+// bound is enough: it sizes a buffer).
+func decimalDigits(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
 }
 
 // decide asks the limiter about every limited check at time now. The
@@ -444,9 +458,10 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 			enforced = append(enforced, i)
 		}
 	}
+	workspace := WorkspaceOf(domain)
 	request := func(c check, cost int64) sluice.Request {
 		return sluice.Request{
-			Workspace: WorkspaceOf(domain), Namespace: domain, Identifier: c.id,
+			Workspace: workspace, Namespace: domain, Identifier: c.id,
 			Limit: c.rule.limit, Duration: c.rule.window, Cost: cost, Time: now,
 		}
 	}
@@ -506,21 +521,23 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 
 // descriptorStatus is the status of a decision on rule r at time now.
 func descriptorStatus(r *rule, res sluice.Response, now time.Time, ok bool) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code: rlsv3.RateLimitResponse_OVER_LIMIT,
-		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
-			Name:            r.name,
-			RequestsPerUnit: uint32(r.limit),
-			Unit:            r.unit,
-		},
-		LimitRemaining:     uint32(min(max(res.Remaining, 0), math.MaxUint32)),
-		DurationUntilReset: durationpb.New(max(res.Reset.Sub(now), 0)),
-	}
+	sd := &statusWithReset{}
+	reset := max(res.Reset.Sub(now), 0)
+	sd.reset.Seconds, sd.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+	st := &sd.status
+	st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	st.CurrentLimit = r.currentLimit()
+	st.LimitRemaining = uint32(min(max(res.Remaining, 0), math.MaxUint32))
+	st.DurationUntilReset = &sd.reset
 	if ok {
 		st.Code = rlsv3.RateLimitResponse_OK
 	}
-	if r.multiplier != 1 {
-		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
-	}
 	return st
+}
+
+// statusWithReset allocates a descriptor status and its time to reset
+// together.
+type statusWithReset struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	reset  durationpb.Duration
 }

@@ -14,6 +14,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // ErrInvalidConfig is returned, wrapped with the file and the reason, for a
@@ -63,6 +64,27 @@ type rule struct {
 	unlimited  bool
 	shadow     bool
 	replaces   []string
+
+	// current is the limit as a descriptor status carries it, built with
+	// the rule and shared by every answer (answers only read it).
+	current *rlsv3.RateLimitResponse_RateLimit
+}
+
+// withCurrentLimit sets r.current from the rule's fields and returns r.
+func (r *rule) withCurrentLimit() *rule {
+	r.current = &rlsv3.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: uint32(r.limit), Unit: r.unit}
+	if r.multiplier != 1 {
+		r.current.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
+	}
+	return r
+}
+
+// currentLimit returns the rule's limit as a descriptor status carries it.
+func (r *rule) currentLimit() *rlsv3.RateLimitResponse_RateLimit {
+	if r.current == nil { // a rule built without withCurrentLimit
+		return (&rule{name: r.name, limit: r.limit, unit: r.unit, multiplier: r.multiplier}).withCurrentLimit().current
+	}
+	return r.current
 }
 
 // unitLengths are the window lengths of the units, as upstream defines them:
@@ -307,7 +329,7 @@ func newRule(y *rateLimit, shadow bool) (*rule, error) {
 		r.multiplier = uint32(*m)
 	}
 	r.window = length * time.Duration(r.multiplier)
-	return r, nil
+	return r.withCurrentLimit(), nil
 }
 
 // match returns the rule that applies to a descriptor with these entries,
