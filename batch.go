@@ -85,7 +85,7 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		rsv = l.reservations(qs, curs, atOrigin)
 		passed = l.reserve(w.ctx(), qs, rsv, out)
 	}
-	if !l.commit(w.ctx(), qs, curs, out, passed, atOrigin, rsv) {
+	if !l.commit(&w, qs, curs, out, passed, atOrigin, rsv) {
 		return nil, ErrClosed
 	}
 	if passed {
@@ -294,9 +294,9 @@ func anyAdmitted(v origin.Verdict) bool {
 // leave the count once the origin has withdrawn them. If Close started
 // meanwhile, a committed batch is taken back whole and commit reports
 // false (see accepted).
-func (l *Limiter) commit(ctx context.Context, qs []resolved, curs []*cell, out []Response, passed bool, atOrigin []bool, rsv []*reservation) bool {
+func (l *Limiter) commit(w *waits, qs []resolved, curs []*cell, out []Response, passed bool, atOrigin []bool, rsv []*reservation) bool {
 	reserved := func(i int) bool { return atOrigin != nil && atOrigin[i] }
-	if !passed {
+	if !passed && len(rsv) > 0 {
 		for _, r := range rsv {
 			if r.err == nil {
 				// The origin's count, as it is once the holder is
@@ -305,7 +305,7 @@ func (l *Limiter) commit(ctx context.Context, qs []resolved, curs []*cell, out [
 				r.cur.merge(window.Add(r.v.Counts.Current-heldBy(r), costOf(r.check.Asks)), r.v.Share)
 			}
 		}
-		l.withdraw(ctx, rsv, false)
+		l.withdraw(w.ctx(), rsv, false)
 	}
 	for i, q := range qs {
 		c := curs[i]
@@ -342,7 +342,9 @@ func (l *Limiter) commit(ctx context.Context, qs []resolved, curs []*cell, out [
 			curs[i].takeBack(q.cost)
 		}
 	}
-	l.withdraw(ctx, rsv, true) // whatever the origin answered
+	if len(rsv) > 0 {
+		l.withdraw(w.ctx(), rsv, true) // whatever the origin answered
+	}
 	return false
 }
 
