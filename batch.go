@@ -234,7 +234,11 @@ func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation
 			l.originFailed(r.first, readStrict, r.err)
 			continue
 		}
-		for j, o := range fillOutcomes(r.check, r.v) {
+		// The origin counted what the writer's count exceeds its share by
+		// as spent; the answers' usage counts it too.
+		c := r.check
+		c.Imported.Current = window.Add(c.Imported.Current, max(0, c.Sent-r.v.Share))
+		for j, o := range fillOutcomes(c, r.v) {
 			q := &qs[r.idx[j]]
 			q.response(&out[r.idx[j]], o)
 			if !o.Success {

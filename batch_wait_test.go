@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/memory"
 )
@@ -63,4 +64,28 @@ func TestBatchDeniedLocallyWaitsForNothing(t *testing.T) {
 			t.Errorf("a batch its local view denies waited %v on the origin", waited)
 		}
 	})
+}
+
+// TestReservationAnswersCountUnsentUnits has a node admit 15 of 20 and not
+// replay them, then send a batch whose first request (cost 2) brings the
+// counter near its limit: the origin decides it as a reservation, counting
+// the node's 15 it has not received, and the answer reports the window's
+// usage as 17, not the 2 the origin holds.
+func TestReservationAnswersCountUnsentUnits(t *testing.T) {
+	l, _ := newDriven(t, sluice.Config{Origin: memory.New(nil)}, drive.Options{ReplayTicks: make(chan time.Time)}) // never replays
+	ctx := context.Background()
+	now := time.Now()
+	r := sluice.Request{Namespace: "n", Identifier: "x", Limit: 20, Duration: time.Hour, Cost: 15, Time: now}
+	if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+		t.Fatalf("15 of 20: %+v, %v", res, err)
+	}
+	r.Cost = 2
+	side := sluice.Request{Namespace: "n", Identifier: "y", Limit: 1000, Duration: time.Hour, Cost: 1, Time: now}
+	out, err := l.RatelimitMany(ctx, []sluice.Request{r, side})
+	if err != nil || !out[0].Success {
+		t.Fatalf("batch: %+v, %v", out, err)
+	}
+	if out[0].Current != 17 || out[0].Remaining != 3 {
+		t.Errorf("the reservation answered current %d remaining %d, want 17 and 3", out[0].Current, out[0].Remaining)
+	}
 }
