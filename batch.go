@@ -83,7 +83,7 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	var rsv []*reservation
 	if passed && atOrigin != nil {
 		rsv = l.reservations(qs, curs, atOrigin)
-		passed = l.reserve(w.ctx(), qs, rsv, out)
+		passed = l.reserve(w.ctx(), w.parent, qs, rsv, out) && !l.gaveUp(w.parent, rsv, out)
 	}
 	if !l.commit(&w, qs, curs, out, passed, atOrigin, rsv) {
 		return nil, ErrClosed
@@ -204,12 +204,13 @@ func (l *Limiter) reservations(qs []resolved, curs []*cell, atOrigin []bool) []*
 // is) or with a verdict of the wrong size: the counter is decided locally.
 var errReservation = errors.New("sluice: a reservation answered stale or incomplete")
 
-// reserve asks the origin for every reservation of a batch at once and
-// fills the responses of the requests it decided. It reports whether the
-// batch still passes: false if the origin denied any request. A counter the
-// origin could not decide keeps its local decision, and is backed off for
-// OriginBackoff as after a failed single decision.
-func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation, out []Response) bool {
+// reserve asks the origin for every reservation of a batch at once, within
+// ctx, and fills the responses of the requests it decided. It reports
+// whether the batch still passes: false if the origin denied any request.
+// A counter the origin could not decide keeps its local decision, and is
+// backed off for OriginBackoff as after a failed single decision, unless
+// the caller gave up (parent ended): that says nothing of the origin.
+func (l *Limiter) reserve(ctx, parent context.Context, qs []resolved, rsv []*reservation, out []Response) bool {
 	ask := func(r *reservation) {
 		start := time.Now()
 		r.v, r.err = l.origin.Decide(ctx, r.check)
@@ -230,7 +231,9 @@ func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation
 	passed := true
 	for _, r := range rsv {
 		if r.err != nil {
-			r.cur.backoffUntil.Store(r.first.t + l.cfg.OriginBackoff.Milliseconds())
+			if parent.Err() == nil { // the origin failed, not the caller
+				r.cur.backoffUntil.Store(r.first.t + l.cfg.OriginBackoff.Milliseconds())
+			}
 			l.originFailed(r.first, readStrict, r.err)
 			continue
 		}
@@ -249,6 +252,30 @@ func (l *Limiter) reserve(ctx context.Context, qs []resolved, rsv []*reservation
 		l.mergePrevious(r.first, r.v.Counts.Previous)
 	}
 	return passed
+}
+
+// gaveUp reports whether the caller gave up (parent ended) while a
+// reservation of its batch was in flight: the batch is then denied and
+// every reservation withdrawn, since one still on its way may land after
+// another batch's and be denied there, where the local decision would
+// have admitted it. The requests of such reservations answer denied. A
+// reservation that failed while the caller waited (the origin timed out
+// or failed) stands as the local decision, as any origin failure does.
+func (l *Limiter) gaveUp(parent context.Context, rsv []*reservation, out []Response) bool {
+	if parent.Err() == nil {
+		return false
+	}
+	gave := false
+	for _, r := range rsv {
+		if r.err == nil {
+			continue
+		}
+		gave = true
+		for _, i := range r.idx {
+			out[i].Success = false
+		}
+	}
+	return gave
 }
 
 // withdraw withdraws at the origin the reservations of a rolled-back batch
