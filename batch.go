@@ -28,8 +28,9 @@ import (
 // limit are decided by the origin, as a single request is: the origin
 // reserves their units atomically under a writer of the batch's own, one
 // call per counter, all at once. If every request passed, the reservations
-// stand as the admissions; if any was denied (here or at the origin), the
-// origin withdraws them. So two nodes racing for a counter's last units
+// stand as the admissions; if any was denied (here or at the origin), or
+// the caller gave up while a reservation was in flight, the origin
+// withdraws them. So two nodes racing for a counter's last units
 // with batches never both spend them. A batch its local view denies waits
 // for nothing, and one deadline, OriginTimeout from the first wait, bounds
 // every origin wait of a batch together.
