@@ -291,7 +291,7 @@ func (l *Limiter) withdraw(ctx context.Context, rsv []*reservation, all bool) {
 	for _, r := range rsv {
 		rw := reservationWrite{Delta: origin.Delta{Cell: origin.Cell{Key: r.check.Key, Sequence: r.check.Seq},
 			Writer: r.check.Holder}, withdraw: true, cur: r.cur, cost: costOf(r.check.Asks)}
-		if !all && r.err == nil && !anyAdmitted(r.v) {
+		if !all && r.err == nil && heldBy(r) == 0 {
 			rw.withdrawn()
 			continue
 		}
@@ -304,16 +304,6 @@ func (l *Limiter) withdraw(ctx context.Context, rsv []*reservation, all bool) {
 		})
 	}
 	wg.Wait()
-}
-
-// anyAdmitted reports whether v admitted any ask.
-func anyAdmitted(v origin.Verdict) bool {
-	for _, ok := range v.Admitted {
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // commit commits (passed) or rolls back the speculative increments of the

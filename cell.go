@@ -197,16 +197,6 @@ func (c *cell) reserve(cost func() int64) (speculative, sent int64) {
 	return c.speculative.Load(), c.admitted.Load()
 }
 
-// resend records the cost that cost returns as in flight again, for a
-// second call, and returns the cell's count as a writer to send, under the
-// cell's lock (see reserve).
-func (c *cell) resend(cost func() int64) (sent int64) {
-	c.lock()
-	defer c.unlock()
-	c.deciding.Store(int32(min(cost(), math.MaxInt32)))
-	return c.admitted.Load()
-}
-
 // release ends the reservation of the decision in flight, once its
 // verdict is merged into the count, and runs also under the cell's lock.
 func (c *cell) release(also func()) {

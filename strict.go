@@ -271,7 +271,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	if err == nil && v.Stale {
 		// A late copy of a call given up on landed first: its count is
 		// taken as this cell's, and the decision made again above it.
-		c.Sent = d.cur.resend(func() int64 { return d.markAgain(asked) })
+		_, c.Sent = d.cur.reserve(func() int64 { return d.markAgain(asked) })
 		v, asked, err = l.decideOnce(ctx, d.cur, &c, asked)
 	}
 	switch {
