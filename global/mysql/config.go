@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	driver "github.com/go-sql-driver/mysql"
 )
 
 // Defaults of [Config] and [BreakerConfig]; a zero field means its default.
@@ -80,6 +82,25 @@ type Config struct {
 	// on a 2-core VM.
 	PageRows int
 
+	// ReadDSN is a go-sql-driver/mysql DSN of a read replica of the
+	// primary (the pool given to New, or Open's DSN), for the reads of other
+	// regions' rows: Pull, Denials and PullWithDenials read there, while
+	// every write (Publish, Announce, EmitDenials, Cleanup) and the
+	// migrations go to the primary. New and Open open a pool of at most 8
+	// connections on it, with Open's driver options; the Store owns that
+	// pool and Close closes it. Default "": every call goes to the primary.
+	//
+	// A lagging replica delays what a pull reads, never loses it: on a
+	// replica, the cursor a read returns is bounded by the newest row the
+	// replica shows (every row carries the primary's clock, see Store.Pull)
+	// minus CursorOverlap, so it never passes a row that has yet to arrive.
+	// The replica must apply the primary's transactions in the primary's
+	// commit order (MariaDB's default, with or without parallel
+	// replication; MySQL 8.0.27+ by default, replica_preserve_commit_order)
+	// and take no writes of its own. Its failures count against the one
+	// circuit breaker of the Store.
+	ReadDSN string
+
 	// MigrationWait bounds how long New waits for another node's
 	// migrations (GET_LOCK). Default 30s.
 	MigrationWait time.Duration
@@ -111,8 +132,9 @@ type BreakerConfig struct {
 	HalfOpenProbes      uint32        // default 1
 }
 
-// Validate reports whether c can build a [Store]: the prefix must be valid
-// and no field negative or out of range. Zero fields are valid (they take
+// Validate reports whether c can build a [Store]: the prefix must be valid,
+// ReadDSN empty or a DSN that parses, and no field negative or out of
+// range. Zero fields are valid (they take
 // their defaults).
 func (c Config) Validate() error {
 	var errs []error
@@ -130,6 +152,11 @@ func (c Config) Validate() error {
 	}
 	if c.PageRows < 0 || c.PageRows > MaxPageRows {
 		errs = append(errs, fmt.Errorf("page rows %d is outside [0, %d]", c.PageRows, MaxPageRows))
+	}
+	if c.ReadDSN != "" {
+		if _, err := driver.ParseDSN(c.ReadDSN); err != nil {
+			errs = append(errs, fmt.Errorf("read DSN: %w", err))
+		}
 	}
 	if c.MigrationWait < 0 {
 		errs = append(errs, fmt.Errorf("migration wait %v is negative", c.MigrationWait))

@@ -135,6 +135,12 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 // clock minus Config.CursorOverlap, so cells changed within the overlap
 // are reported again by the next Pull.
 //
+// With Config.ReadDSN the statement goes to the replica, and the clock is
+// instead the newest change of any row the replica shows, its witness:
+// the cursor it returns is the witness minus the overlap, never before the
+// cursor passed in, so that no row the replica has yet to show is passed
+// (see Config.ReadDSN and docs/global-mysql.md, "Read replicas").
+//
 // From a cursor that is not recent (see pullStatement), it reads only the
 // cells of the oldest Config.PageRows rows changed after it (a page, see
 // readPage), and where more rows changed, returns the instant before the
@@ -144,10 +150,10 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, err
 	}
-	r := read{now: now}
-	query, cells := s.pullStatement(s.q.pull, s.q.pullPage, region, cursor, now)
+	r := read{now: now, witness: s.rq.witness}
+	query, cells := s.pullStatement(s.rq.pull, s.rq.pullPage, region, cursor, now)
 	err := s.do(ctx, OpPull, func(ctx context.Context, t *tally) error {
-		return r.run(ctx, t, s.db, query, append(cells, now-activeFor, []byte(region))...) // the cells, the clock and the regions
+		return r.run(ctx, t, s.reads, query, append(cells, now-activeFor, []byte(region))...) // the cells, the clock and the regions
 	})
 	if err != nil {
 		return global.Pull{}, err
@@ -161,17 +167,17 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	r := read{now: now}
-	query, args := s.pullStatement(s.q.both, s.q.bothPage, region, cursor, now)
+	r := read{now: now, witness: s.rq.witness}
+	query, args := s.pullStatement(s.rq.both, s.rq.bothPage, region, cursor, now)
 	args = append(args, cursorTime(int64(denialCursor)), now, []byte(region), // the denials
 		now-activeFor, []byte(region)) // the clock and the regions
 	err := s.do(ctx, OpPullWithDenials, func(ctx context.Context, t *tally) error {
-		return r.run(ctx, t, s.db, query, args...)
+		return r.run(ctx, t, s.reads, query, args...)
 	})
 	if err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	return r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows), r.denials, r.clockNext(s.cfg.CursorOverlap), nil
+	return r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows), r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
 }
 
 // pagedAfter is how much older than now, beyond Config.CursorOverlap, a
@@ -187,7 +193,10 @@ const pagedAfter = 10 * time.Second
 // of now, by the limiter's clock: a skew between that clock and the
 // database's only moves the point where pulls change statement, and a whole
 // read that outlasts the store's Timeout leaves the cursor where it was, so
-// that the pulls after it page.
+// that the pulls after it page. On a replica the cursor trails the limiter's
+// clock by the replica's lag too (and, while nothing is written, by the time
+// since the last write): a replica that lags more than pagedAfter is read a
+// page at a time.
 func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, now int64) (string, []any) {
 	from := cursorTime(int64(cursor))
 	if int64(cursor)/1000 >= now-(s.cfg.CursorOverlap+pagedAfter).Milliseconds() {

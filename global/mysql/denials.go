@@ -68,17 +68,18 @@ func denialRows(denials []global.Denial) ([]denialRow, skips) {
 // Denials implements [global.Store]. Like Pull, in one statement it reads
 // the rows of other regions created after the cursor that are still active
 // at now, and the database clock at the statement's start; the cursor it
-// returns is the clock minus Config.CursorOverlap.
+// returns is the clock minus Config.CursorOverlap. With Config.ReadDSN it
+// reads the replica, and the cursor is bounded as Pull's is.
 func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
 	if err := checkRegion(region); err != nil {
 		return nil, cursor, err
 	}
-	var r read
+	r := read{witness: s.rq.witness}
 	err := s.do(ctx, OpDenials, func(ctx context.Context, t *tally) error {
-		return r.run(ctx, t, s.db, s.q.readDenials, cursorTime(int64(cursor)), now, []byte(region))
+		return r.run(ctx, t, s.reads, s.rq.denials, cursorTime(int64(cursor)), now, []byte(region))
 	})
 	if err != nil {
 		return nil, cursor, err
 	}
-	return r.denials, r.clockNext(s.cfg.CursorOverlap), nil
+	return r.denials, r.bound(cursor, s.cfg.CursorOverlap), nil
 }

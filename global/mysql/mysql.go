@@ -5,6 +5,9 @@
 // GREATEST upserts in primary-key order and read back summed per cell.
 // Denials are one row per cell, the first insert winning. Reads are
 // incremental: a cursor is the database's own clock, minus a safety overlap.
+// Reads may go to a read replica (Config.ReadDSN), writes always go to the
+// primary; there a cursor is bounded by the newest row the replica shows, so
+// a lagging replica delays rows but never makes a read skip one.
 // Cleanup deletes expired rows in bounded batches under a named lock, one
 // node at a time. Every call goes through a circuit breaker; an open breaker
 // fails calls at once with an error wrapping [global.ErrUnavailable].
@@ -55,6 +58,9 @@ var (
 type Store struct {
 	db       *sql.DB
 	ownsDB   bool
+	replica  *sql.DB // Config.ReadDSN's pool, or nil
+	reads    *sql.DB // where the reads go: replica, or db
+	rq       reads   // the read statements for reads
 	cfg      Config
 	q        queries
 	cleanup  string // GET_LOCK name of Cleanup
@@ -71,7 +77,9 @@ var _ global.Store = (*Store)(nil)
 // New returns a Store on db, after [Config.Validate] and after bringing the
 // schema up to date (see the package doc). The caller keeps owning db:
 // Close does not close it. db must be a go-sql-driver/mysql pool; [Open]
-// makes one with the options the store relies on.
+// makes one with the options the store relies on. With Config.ReadDSN, New
+// also opens the replica's pool (lazily: no connection is made until the
+// first read), which the Store owns.
 func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -90,11 +98,20 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		db:      db,
+		reads:   db,
 		cfg:     cfg,
 		q:       newQueries(cfg.TablePrefix),
 		cleanup: lockName(database.String, cfg.TablePrefix, "cleanup"),
 		log:     cfg.Logger,
 		obs:     cfg.Observer,
+	}
+	s.rq = s.q.primary
+	if cfg.ReadDSN != "" {
+		if s.replica, err = openPool(cfg.ReadDSN, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("global/mysql: read DSN: %w", err)
+		}
+		s.reads, s.rq = s.replica, s.q.replica
+		s.log.Info("global/mysql: reads go to a read replica; writes to the primary")
 	}
 	s.breaker = newBreaker(cfg.Breaker, s.log, s.obs)
 	return s, nil
@@ -110,20 +127,10 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 // The driver's own messages (broken connections, which calls also return as
 // errors) go to Config.Logger at Debug level instead of standard error.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	dc, err := driver.ParseDSN(dsn)
+	db, err := openPool(dsn, cfg.withDefaults().Logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w: DSN: %w", ErrInvalidConfig, err)
 	}
-	withDriverDefaults(dc)
-	dc.Logger = driverLogger{cfg.withDefaults().Logger}
-	connector, err := driver.NewConnector(dc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: DSN: %w", ErrInvalidConfig, err)
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
-	db.SetConnMaxLifetime(5 * time.Minute)
 	s, err := New(ctx, db, cfg)
 	if err != nil {
 		_ = db.Close()
@@ -131,6 +138,27 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	}
 	s.ownsDB = true
 	return s, nil
+}
+
+// openPool returns a pool of at most 8 connections on dsn with the driver
+// options Open documents, the driver's messages going to log. It connects
+// to nothing yet.
+func openPool(dsn string, log *slog.Logger) (*sql.DB, error) {
+	dc, err := driver.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	withDriverDefaults(dc)
+	dc.Logger = driverLogger{log}
+	connector, err := driver.NewConnector(dc)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	return db, nil
 }
 
 // withDriverDefaults sets on dc the options Open documents, where dc leaves
@@ -156,13 +184,17 @@ func withDriverDefaults(dc *driver.Config) {
 
 // Close marks the Store closed: later calls fail with [ErrClosed] (wrapping
 // global.ErrUnavailable) without touching the network. A Store made by
-// [Open] also closes its pool. Close does not wait for calls in flight; it
-// is idempotent and returns the pool's close error on every call.
+// [Open] also closes its pool, and every Store the pool of Config.ReadDSN.
+// Close does not wait for calls in flight; it is idempotent and returns the
+// pools' close errors on every call.
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
 		if s.ownsDB {
 			s.closeErr = s.db.Close()
+		}
+		if s.replica != nil {
+			s.closeErr = errors.Join(s.closeErr, s.replica.Close())
 		}
 	})
 	return s.closeErr

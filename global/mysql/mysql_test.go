@@ -52,11 +52,16 @@ func TestConfigValidate(t *testing.T) {
 		{"negative chunk", Config{ChunkRows: -1}, true},
 		{"negative migration wait", Config{MigrationWait: -1}, true},
 		{"negative open timeout", Config{Breaker: BreakerConfig{OpenTimeout: -1}}, true},
+		{"read DSN", Config{ReadDSN: "reader:secret@tcp(replica:3306)/sluice"}, false},
+		{"read DSN that does not parse", Config{ReadDSN: "reader:secret@tcp(replica:3306)"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
 			if (err != nil) != tc.bad || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
 				t.Fatalf("Validate() = %v, want error: %v", err, tc.bad)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Fatalf("Validate() quotes the DSN's password: %v", err)
 			}
 		})
 	}
@@ -69,6 +74,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}{
 		{"bad DSN", "tcp(::", Config{}},
 		{"bad config", "root@tcp(127.0.0.1:1)/test", Config{ChunkRows: -1}},
+		{"bad read DSN", "root@tcp(127.0.0.1:1)/test", Config{ReadDSN: "tcp(::"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Open(ctx, tc.dsn, tc.cfg); !errors.Is(err, ErrInvalidConfig) {

@@ -70,6 +70,30 @@ FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ?`
 	readClock = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + clockExpr + `, 0, NULL, NULL, NULL, NULL`
 )
 
+// On a read replica the clock row carries the witness (witnessExpr)
+// instead of the server's clock; see Config.ReadDSN and read.bound.
+//
+// The witness is the newest instant of the primary's clock that the
+// replica shows: the latest changed_at of a counter row or created_at of a
+// denial row, in microseconds since the epoch, 0 while both tables are
+// empty. Every row is stamped with UTC_TIMESTAMP(6) of the primary's
+// statement that wrote it, its start, and a replica shows the primary's
+// transactions in the primary's commit order, so a row the replica does
+// not show yet committed after the witness's statement started: it
+// started, and so changed, after the witness minus CursorOverlap (no
+// statement takes longer than that from its start to its commit). Both
+// MAX are read from the end of their index, in the statement's one InnoDB
+// read view, the one the rows are read in.
+const (
+	witnessExpr = `GREATEST(
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (SELECT MAX(changed_at) FROM {p}counters)), 0),
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (SELECT MAX(created_at) FROM {p}blocklist)), 0))`
+	// readWitnessRegions takes now - activeFor, region.
+	readWitnessRegions = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + witnessExpr +
+		`, (SELECT COUNT(*) FROM {p}regions WHERE last_seen > ? AND region <> ?), NULL, NULL, NULL, NULL`
+	readWitness = `SELECT 3, NULL, NULL, NULL, NULL, NULL, ` + witnessExpr + `, 0, NULL, NULL, NULL, NULL`
+)
+
 // rowKind tells the parts of a read apart.
 type rowKind int
 
@@ -83,10 +107,19 @@ const (
 type queries struct {
 	announce                      string
 	counts, denials               batchInsert
-	pull, pullPage                string // Pull: every changed cell, or a page
-	both, bothPage                string // PullWithDenials: the same with the denials
-	readDenials                   string
+	primary, replica              reads // the reads on the primary, on a replica
 	deleteCounters, deleteDenials string
+}
+
+// reads are the read statements of one server, the primary or a replica:
+// they differ only in their clock row (the clock or the witness).
+type reads struct {
+	pull, pullPage string // Pull: every changed cell, or a page
+	both, bothPage string // PullWithDenials: the same with the denials
+	denials        string // Denials
+	// witness tells the statements of a replica, whose clock row is the
+	// witness.
+	witness bool
 }
 
 // batchInsert is a multi-row INSERT: head, then row repeated once per row
@@ -133,13 +166,24 @@ func newQueries(prefix string) queries {
 			row:  "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
 			tail: " ON DUPLICATE KEY UPDATE seq = seq",
 		},
-		pull:           r.Replace(readCells + " UNION ALL " + readClockRegions),
-		pullPage:       r.Replace(readPage + " UNION ALL " + readClockRegions),
-		readDenials:    r.Replace(readDenialRows + " UNION ALL " + readClock),
-		both:           r.Replace(readCells + " UNION ALL " + readDenialRows + " UNION ALL " + readClockRegions),
-		bothPage:       r.Replace(readPage + " UNION ALL " + readDenialRows + " UNION ALL " + readClockRegions),
+		primary:        newReads(r, readClock, readClockRegions, false),
+		replica:        newReads(r, readWitness, readWitnessRegions, true),
 		deleteCounters: r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		deleteDenials:  r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
+	}
+}
+
+// newReads returns the read statements whose clock row is clock (the
+// denials alone) or clockRegions (with the regions), the witness's if
+// witness.
+func newReads(r *strings.Replacer, clock, clockRegions string, witness bool) reads {
+	return reads{
+		pull:     r.Replace(readCells + " UNION ALL " + clockRegions),
+		pullPage: r.Replace(readPage + " UNION ALL " + clockRegions),
+		both:     r.Replace(readCells + " UNION ALL " + readDenialRows + " UNION ALL " + clockRegions),
+		bothPage: r.Replace(readPage + " UNION ALL " + readDenialRows + " UNION ALL " + clockRegions),
+		denials:  r.Replace(readDenialRows + " UNION ALL " + clock),
+		witness:  witness,
 	}
 }
 

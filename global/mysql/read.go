@@ -13,8 +13,11 @@ import (
 type read struct {
 	cells   []global.Imported
 	denials []global.Denial
-	clock   int64 // the database clock at the statement's start, µs since the epoch
-	regions int   // the other regions announced recently
+	// clock is the database clock at the statement's start, µs since the
+	// epoch; on a replica (witness), the witness (see witnessExpr).
+	clock   int64
+	witness bool
+	regions int // the other regions announced recently
 	// now is the limiter's clock of the read (Unix ms): cells that expired
 	// by then are left out of cells.
 	now int64
@@ -65,23 +68,41 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 	return nil
 }
 
-// clockNext returns the cursor for the next read of what is not paged
-// (the denials): the clock minus overlap.
-func (r *read) clockNext(overlap time.Duration) global.Cursor {
-	return global.Cursor(max(r.clock-overlap.Microseconds(), 0))
+// bound returns the cursor for the next read of what is not paged (the
+// denials, or the cells of a pull that read every change) after a read
+// from cursor: no row that this read could not see changed at or before
+// it. On the primary it is the clock minus overlap: a row that committed
+// after the read started did not start before that. On a replica it is the
+// witness minus overlap (see witnessExpr), never before cursor: the rows
+// that the replica does not show yet, however far it lags, changed after
+// that, and the cursor read from stays where the replica shows nothing
+// newer (a paused or lagging replica, empty tables), so a row that lands
+// late is read once it lands. The cost of a lagging replica is the delay,
+// and, while it shows no new row, reading again the rows changed within
+// overlap of the witness.
+func (r *read) bound(cursor global.Cursor, overlap time.Duration) global.Cursor {
+	next := global.Cursor(max(r.clock-overlap.Microseconds(), 0))
+	if r.witness {
+		return max(next, cursor)
+	}
+	return next
 }
 
 // next returns the cursor for the next pull after one from cursor whose
-// pages hold pageRows rows: the clock minus overlap, or, after a full page,
+// pages hold pageRows rows: bound's, or, after a full page,
 // the instant before its last row's change if that is earlier, so that
 // the next pull reads again the rows changed at that instant (the page
 // may have taken some of them only) and goes on. No row changed that long
-// ago can still commit: it is before the overlap. Only where a whole page
+// ago can still arrive: it is before bound's. Only where a whole page
 // changed at one instant (more than pageRows rows written in one
 // microsecond) does the next pull go on after that instant instead, the
-// rest of those rows left for their next change.
+// rest of those rows left for their next change. On a replica whose
+// witness minus overlap is not past cursor, a full page leaves the cursor
+// where it was: the rows after the page wait until the replica shows a
+// newer row (which the next write anywhere makes), as none of them can be
+// told apart from a row still to land.
 func (r *read) next(cursor global.Cursor, overlap time.Duration, pageRows int) global.Cursor {
-	next := r.clockNext(overlap)
+	next := r.bound(cursor, overlap)
 	if r.pageRows < int64(pageRows) {
 		return next
 	}
