@@ -158,7 +158,7 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	if err != nil {
 		return global.Pull{}, err
 	}
-	return r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows), nil
+	return s.pulled(&r, cursor), nil
 }
 
 // PullWithDenials implements [global.PullerWithDenials]: Pull and Denials
@@ -177,7 +177,7 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	if err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	return r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows), r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
+	return s.pulled(&r, cursor), r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
 }
 
 // pagedAfter is how much older than now, beyond Config.CursorOverlap, a
@@ -193,14 +193,30 @@ const pagedAfter = 10 * time.Second
 // of now, by the limiter's clock: a skew between that clock and the
 // database's only moves the point where pulls change statement, and a whole
 // read that outlasts the store's Timeout leaves the cursor where it was, so
-// that the pulls after it page. On a replica the cursor trails the limiter's
+// that the pulls after it page. On a replica, a pull from a cursor that a
+// full page could not move (see pulled) reads every change. On a replica the cursor trails the limiter's
 // clock by the replica's lag too (and, while nothing is written, by the time
 // since the last write): a replica that lags more than pagedAfter is read a
 // page at a time.
 func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, now int64) (string, []any) {
 	from := cursorTime(int64(cursor))
-	if int64(cursor)/1000 >= now-(s.cfg.CursorOverlap+pagedAfter).Milliseconds() {
+	recent := int64(cursor)/1000 >= now-(s.cfg.CursorOverlap+pagedAfter).Milliseconds()
+	if recent || (s.rq.witness && s.stuck.CompareAndSwap(int64(cursor), -1)) {
 		return all, []any{[]byte(region), []byte(region), from, now}
 	}
 	return paged, []any{[]byte(region), []byte(region), from, s.cfg.PageRows}
+}
+
+// pulled returns r as the answer of a Pull from cursor. On a replica, a
+// full page whose cursor could not move (read.next: every row after the
+// cursor is within the overlap of the witness, and a row may still land
+// among them) would be read again and again, the rows after it only once
+// a newer row lands: pulled remembers that cursor, and the next pull from
+// it reads every change instead (pullStatement), once, whatever its age.
+func (s *Store) pulled(r *read, cursor global.Cursor) global.Pull {
+	p := r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows)
+	if r.witness && p.Next == cursor && r.pageRows >= int64(s.cfg.PageRows) {
+		s.stuck.Store(int64(cursor))
+	}
+	return p
 }

@@ -151,3 +151,47 @@ func replicaModel(rng *rand.Rand, overlap, maxLag int64, ownClock bool) int {
 	}
 	return missed
 }
+
+// TestPullAfterStuckPage: on a replica, a pull whose full page could not
+// move its cursor (every row after it within the overlap of the witness)
+// makes the next pull from that cursor read every change instead of the
+// same page, once; nothing else changes the statement of an old cursor.
+func TestPullAfterStuckPage(t *testing.T) {
+	const (
+		nowMS  = int64(1_800_000_000_000)
+		second = int64(time.Second / time.Microsecond)
+		page   = 10
+	)
+	cursor := global.Cursor(nowMS*1000 - 60*second) // old: pulls from it page
+	for _, tc := range []struct {
+		name      string
+		witness   bool
+		clock     int64 // the clock, or the witness
+		pageRows  int64
+		from      global.Cursor // the cursor of the pull after
+		wantWhole []bool        // the pulls after, from from: a whole read?
+	}{
+		{"replica: full page, cursor unmoved", true, int64(cursor) + 2*second, page, cursor, []bool{true, false}},
+		{"replica: full page, cursor moved", true, int64(cursor) + 20*second, page, cursor, []bool{false}},
+		{"replica: page not full", true, int64(cursor) + 2*second, page - 1, cursor, []bool{false}},
+		{"replica: full page, cursor unmoved, a pull from another cursor", true, int64(cursor) + 2*second, page, cursor + 1, []bool{false}},
+		{"primary: full page", false, int64(cursor) + 2*second, page, cursor, []bool{false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Store{cfg: Config{PageRows: page}.withDefaults(), q: newQueries("p_")}
+			s.stuck.Store(-1)
+			s.rq = s.q.primary
+			if tc.witness {
+				s.rq = s.q.replica
+			}
+			r := read{clock: tc.clock, witness: tc.witness, pageRows: tc.pageRows, pageLast: int64(cursor) + second}
+			s.pulled(&r, cursor)
+			for i, want := range tc.wantWhole {
+				query, _ := s.pullStatement(s.rq.pull, s.rq.pullPage, "eu", tc.from, nowMS)
+				if whole := query == s.rq.pull; whole != want {
+					t.Fatalf("pull %d after: a whole read %v, want %v", i+1, whole, want)
+				}
+			}
+		})
+	}
+}

@@ -56,11 +56,14 @@ var (
 // [Open]; the zero value is not usable. A Store is safe for concurrent use
 // and starts no goroutine of its own.
 type Store struct {
-	db       *sql.DB
-	ownsDB   bool
-	replica  *sql.DB // Config.ReadDSN's pool, or nil
-	reads    *sql.DB // where the reads go: replica, or db
-	rq       reads   // the read statements for reads
+	db      *sql.DB
+	ownsDB  bool
+	replica *sql.DB // Config.ReadDSN's pool, or nil
+	reads   *sql.DB // where the reads go: replica, or db
+	rq      reads   // the read statements for reads
+	// stuck is the cursor from which the next pull on a replica reads
+	// every change (see pulled), or -1.
+	stuck    atomic.Int64
 	cfg      Config
 	q        queries
 	cleanup  string // GET_LOCK name of Cleanup
@@ -106,6 +109,7 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 		obs:     cfg.Observer,
 	}
 	s.rq = s.q.primary
+	s.stuck.Store(-1)
 	if cfg.ReadDSN != "" {
 		if s.replica, err = openPool(cfg.ReadDSN, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("global/mysql: read DSN: %w", err)

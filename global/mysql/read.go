@@ -98,9 +98,8 @@ func (r *read) bound(cursor global.Cursor, overlap time.Duration) global.Cursor 
 // microsecond) does the next pull go on after that instant instead, the
 // rest of those rows left for their next change. On a replica whose
 // witness minus overlap is not past cursor, a full page leaves the cursor
-// where it was: the rows after the page wait until the replica shows a
-// newer row (which the next write anywhere makes), as none of them can be
-// told apart from a row still to land.
+// where it was, as no row after it can be told apart from a row still to
+// land; the next pull from it reads every change (see Store.pulled).
 func (r *read) next(cursor global.Cursor, overlap time.Duration, pageRows int) global.Cursor {
 	next := r.bound(cursor, overlap)
 	if r.pageRows < int64(pageRows) {
