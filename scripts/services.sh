@@ -3,7 +3,9 @@
 # a Redis Cluster of 3 masters with one replica each on 127.0.0.1:7101-7106,
 # MariaDB on 127.0.0.1:3306 (root, empty password, database `test`),
 # Node.js with npm for the Unkey SDK check, Chromium for the console's
-# browser test, and Helm for the chart's test.
+# browser test, Helm for the chart's test, Prometheus (with promtool) for
+# the dashboard's and the alerts' tests, and a container engine (a Docker
+# daemon, else Podman) for the image's test.
 # It reuses a running server, else starts one from the installed binaries, else
 # (as root on Debian) installs it from Debian's packages. If it cannot, it
 # stops and prints the exact command to run.
@@ -158,10 +160,36 @@ helm_up() {
     { echo "services: installing helm failed; run: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2; exit 1; }
 }
 
+# prometheus_up makes Prometheus and promtool (Debian's package
+# prometheus) available for package deploy's TestPrometheus, which runs a
+# real Prometheus on a port of its own, and TestAlertRules and
+# TestDashboardPromQLSyntax, which run promtool; they fail rather than skip
+# when CI is set. The tests start their own Prometheus (on a host with
+# systemd, Debian's package also starts its service on :9090, unused).
+prometheus_up() {
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
+  can_install || { echo "services: Prometheus is not installed; run: sudo apt-get install -y prometheus" >&2; exit 1; }
+  apt_install prometheus
+}
+
+# engine_up makes a container engine available for cmd/sluice's
+# TestContainerImage, which builds the image with scripts/image.sh and
+# fails rather than skips when CI is set: a Docker daemon that answers is
+# used as it is, else Podman (Debian's package podman), which builds
+# without a daemon.
+engine_up() {
+  command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1 && return 0
+  command -v podman >/dev/null && return 0
+  can_install || { echo "services: no Docker daemon answers and Podman is not installed; run: sudo apt-get install -y podman" >&2; exit 1; }
+  apt_install podman
+}
+
 redis_up
 cluster_up
 mysql_up
 node_up
 chromium_up
 helm_up
-echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null), $(chromium --version 2>/dev/null | head -1), helm $HELM_VERSION at $(helm_bin)" >&2
+prometheus_up
+engine_up
+echo "services: Redis at $REDIS_ADDR, Redis Cluster at 127.0.0.1:${CLUSTER_PORTS// /,}, MariaDB at $MYSQL_ADDR, $(node --version 2>/dev/null) with npm $(npm --version 2>/dev/null), $(chromium --version 2>/dev/null | head -1), helm $HELM_VERSION at $(helm_bin), $(prometheus --version 2>&1 | head -1), $(podman --version 2>/dev/null || docker --version 2>/dev/null)" >&2
