@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
@@ -20,6 +21,7 @@ type GlobalFlags struct {
 	DenialPropagation bool          `name:"denial-propagation" default:"true" help:"Propagate denials to every region through MySQL. --denial-propagation=false turns it off."`
 	DenialMinWindow   time.Duration `name:"denial-min-window" default:"1m" help:"Shortest window whose denials are propagated."`
 	DenialMinUsage    float64       `name:"denial-min-usage" default:"0.5" help:"Share of the limit used before a denied request for the denial to be propagated, (0, 1]."`
+	MySQLReadDSN      string        `name:"mysql-read-dsn" placeholder:"DSN" help:"MySQL/MariaDB DSN (go-sql-driver format) of a read replica of --mysql-dsn: the global layer reads the other regions' counts and denials there and writes to --mysql-dsn. A lagging replica delays what is read, never loses it. Needs --mysql-dsn."`
 }
 
 // validate checks the global flags.
@@ -32,20 +34,38 @@ func (g *GlobalFlags) validate() error {
 	case !(g.DenialMinUsage > 0 && g.DenialMinUsage <= 1):
 		return fmt.Errorf("--denial-min-usage %v: want a number in (0, 1]", g.DenialMinUsage)
 	}
+	if g.MySQLReadDSN != "" {
+		if _, err := mysqldriver.ParseDSN(g.MySQLReadDSN); err != nil {
+			return fmt.Errorf("--mysql-read-dsn: %w", err) // the error quotes no part of the DSN
+		}
+	}
 	return nil
 }
 
-// newGlobal opens the global store on --mysql-dsn and sets the limiter's
-// global fields; without --mysql-dsn, or with both mechanisms off, it does
-// nothing. The store closes after the limiter (cleanups run in reverse).
+// errReadDSNAlone reports --mysql-read-dsn without --mysql-dsn.
+var errReadDSNAlone = errors.New("--mysql-read-dsn needs --mysql-dsn (the primary, where the global layer writes)")
+
+// globalStore returns the configuration of the global store of c.
+func (c *serveCmd) globalStore(log *slog.Logger, obs mysql.Observer) mysql.Config {
+	return mysql.Config{Logger: log, Observer: obs, ReadDSN: c.MySQLReadDSN}
+}
+
+// newGlobal opens the global store on --mysql-dsn (its reads on
+// --mysql-read-dsn, if set) and sets the limiter's global fields; without
+// --mysql-dsn, or with both mechanisms off, it does nothing, and
+// --mysql-read-dsn without --mysql-dsn is an error. The store closes after
+// the limiter (cleanups run in reverse).
 func (c *serveCmd) newGlobal(ctx context.Context, cfg *sluice.Config, log *slog.Logger, reg prometheus.Registerer, cl *cleanup) error {
+	if c.MySQLReadDSN != "" && c.MySQLDSN == "" {
+		return errReadDSNAlone
+	}
 	if c.MySQLDSN == "" || (!c.GlobalCounters && !c.DenialPropagation) {
 		return nil
 	}
 	m := newGlobalMetrics(reg)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := mysql.Open(openCtx, c.MySQLDSN, mysql.Config{Logger: log, Observer: m})
+	s, err := mysql.Open(openCtx, c.MySQLDSN, c.globalStore(log, m))
 	if err != nil {
 		return fmt.Errorf("--mysql-dsn (global layer): %w", err)
 	}
@@ -59,7 +79,7 @@ func (c *serveCmd) newGlobal(ctx context.Context, cfg *sluice.Config, log *slog.
 		DenialMinUsage:  c.DenialMinUsage,
 	}
 	log.Info("global layer on", "store", "mysql", "interval", c.GlobalInterval,
-		"counters", c.GlobalCounters, "denial_propagation", c.DenialPropagation)
+		"counters", c.GlobalCounters, "denial_propagation", c.DenialPropagation, "read_replica", c.MySQLReadDSN != "")
 	return nil
 }
 

@@ -41,6 +41,7 @@ var secretFlags = []secretFlag{
 	{"root-key", "--root-key-file, SLUICE_ROOT_KEYS or --root-key-sha256", func(c *serveCmd) bool { return len(c.RootKey) > 0 }},
 	{"cluster-secret", "--cluster-secret-file or SLUICE_CLUSTER_SECRET", func(c *serveCmd) bool { return c.ClusterSecret != "" }},
 	{"mysql-dsn", "SLUICE_MYSQL_DSN", func(c *serveCmd) bool { return dsnHasPassword(c.MySQLDSN) }},
+	{"mysql-read-dsn", "SLUICE_MYSQL_READ_DSN", func(c *serveCmd) bool { return dsnHasPassword(c.MySQLReadDSN) }},
 	{"redis-url", "SLUICE_REDIS_URL", func(c *serveCmd) bool { return urlHasPassword(c.RedisURL) }},
 }
 
