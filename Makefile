@@ -59,6 +59,7 @@ release:
 
 # image builds the container image sluice:$(VERSION) (FROM scratch: the
 # binary and a CA bundle, user 65532) from a linux binary of the host's
-# architecture; it needs a running Docker daemon (docs/deploy.md).
+# architecture, pulling nothing: with docker if its daemon answers, else
+# with podman (DOCKER=podman or DOCKER=docker picks one; docs/deploy.md).
 image:
 	scripts/image.sh

@@ -3,13 +3,16 @@
 # the host's architecture, pulling nothing: it builds the linux binary with
 # scripts/release.sh, then stages that binary, the host's CA bundle and an
 # empty data folder as dist/ of a fresh build context, beside the
-# Dockerfile and .dockerignore, and runs docker build there.
+# Dockerfile and .dockerignore, and builds there with the container
+# engine: docker when its daemon answers, else podman (which needs no
+# daemon nor registry).
 #
 # Settings, from the environment (make image passes them through):
 #   IMAGE      default: sluice:$VERSION
 #   ARCH       default: go env GOARCH (the image is linux/$ARCH)
 #   CA_BUNDLE  default: /etc/ssl/certs/ca-certificates.crt
-#   DOCKER     default: docker
+#   DOCKER     the engine's command, docker or podman; default: docker if
+#              `docker info` answers, else podman if installed
 #   VERSION, COMMIT, DATE, DIST, GO: as scripts/release.sh takes them
 set -euo pipefail
 
@@ -17,7 +20,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 GO="${GO:-go}"
-DOCKER="${DOCKER:-docker}"
+if [[ -z "${DOCKER:-}" ]]; then
+	DOCKER=docker
+	if ! { command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1; } && command -v podman >/dev/null; then
+		DOCKER=podman
+	fi
+fi
 ARCH="${ARCH:-$("$GO" env GOARCH)}"
 CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 DIST="${DIST:-dist}"
@@ -32,8 +40,14 @@ if [[ ! -s "$CA_BUNDLE" ]]; then
 	exit 2
 fi
 if ! "$DOCKER" info >/dev/null 2>&1; then
-	echo "image.sh: '$DOCKER info' failed: no container runtime is reachable" >&2
+	echo "image.sh: '$DOCKER info' failed: no container engine is reachable (start the Docker daemon, or install podman)" >&2
 	exit 2
+fi
+# podman keeps no intermediate image of each step (docker's BuildKit keeps
+# none either).
+engine_args=()
+if [[ "$("$DOCKER" --version 2>/dev/null)" == podman* ]]; then
+	engine_args=(--layers=false)
 fi
 
 TARGETS="linux/${ARCH}" scripts/release.sh
@@ -47,8 +61,8 @@ cp "$CA_BUNDLE" "$context/dist/ca-certificates.crt"
 chmod 0644 "$context/dist/ca-certificates.crt"
 chmod 0755 "$context/dist/sluice-linux-${ARCH}" "$context/dist/image-data"
 
-echo "image.sh: building $IMAGE (linux/$ARCH)" >&2
-"$DOCKER" build --platform "linux/${ARCH}" --build-arg "TARGETARCH=${ARCH}" \
+echo "image.sh: building $IMAGE (linux/$ARCH) with $DOCKER" >&2
+"$DOCKER" build ${engine_args[@]+"${engine_args[@]}"} --platform "linux/${ARCH}" --build-arg "TARGETARCH=${ARCH}" \
 	--label "org.opencontainers.image.version=${VERSION}" \
 	-t "$IMAGE" "$context"
 echo "image.sh: built $IMAGE" >&2
