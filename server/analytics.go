@@ -21,8 +21,13 @@ type Analytics interface {
 	// Report returns the analytics of workspace's namespace over iv ending
 	// at now.
 	Report(workspace, namespace string, iv analytics.Interval, now time.Time) (analytics.Report, error)
-	// Namespaces returns the namespaces with analytics, for the console.
+	// Namespaces returns the namespaces with analytics, sorted by
+	// workspace then name, for the console.
 	Namespaces() []analytics.Key
+	// Totals returns the passed and denied decisions of each of keys over
+	// the last hour ending at now (analytics.TotalsSpan), in the order of
+	// keys, for the console's first page. The server bounds keys.
+	Totals(keys []analytics.Key, now time.Time) []analytics.Counts
 }
 
 var _ Analytics = (*analytics.Recorder)(nil)

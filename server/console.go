@@ -2,11 +2,15 @@ package server
 
 import (
 	"embed"
-	"encoding/json"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/analytics"
 )
 
 // consoleFiles are the console's page, script and style, served as they
@@ -27,12 +31,15 @@ func (s *Server) consoleAPIs() map[string]apiHandler {
 }
 
 // ConsoleHandler returns the web console, to serve at / on a private
-// listener (cmd/sluice serves it on the admin listener): a page with every
-// namespace's passed and denied decisions, its top identifiers and its
-// overrides, which it creates, edits and deletes.
+// listener (cmd/sluice serves it on the admin listener): a first page with
+// every namespace and its passed and denied decisions of the last hour,
+// and a view per namespace with its decisions over time, its top
+// identifiers and its overrides, which it creates, edits and deletes. Each
+// view has its own URL, in the fragment (#/ws/{workspace}/ns/{namespace}),
+// which the page reads: the server serves the same page for every view.
 //
 // The page calls JSON endpoints under /api/: GET /api/namespaces (the
-// namespaces with analytics) and POST
+// first page: see consoleNamespaces) and POST
 // /api/workspaces/{workspace}/v2/ratelimit.{getAnalytics, setOverride,
 // getOverride, listOverrides, deleteOverride}, which take the API's bodies
 // and answer its bodies through the same code: the same validation, store
@@ -104,25 +111,137 @@ func checkConsoleCall(r *http.Request, ws string) *apiError {
 	return nil
 }
 
-// consoleNamespace is one entry of GET /api/namespaces.
-type consoleNamespace struct {
-	Workspace string `json:"workspace"`
-	Namespace string `json:"namespace"`
+// Bounds of GET /api/namespaces, the console's first page: the
+// namespaces listed, so the totals read (Analytics.Totals), and the bytes
+// of the answer. The namespaces to choose from are bounded by the
+// analytics (--analytics-max-namespaces on a node, and
+// analytics/redis.MaxNamespaces more in a region).
+const (
+	// consoleListDefault is how many namespaces are listed without
+	// ?limit=.
+	consoleListDefault = 100
+	// consoleListMax is the most ?limit= may ask for.
+	consoleListMax = 1000
+	// consoleListBytes bounds the list's JSON: the namespaces that would
+	// pass it are left out and counted in "more", as those past the limit.
+	consoleListBytes = 1 << 20
+	// consoleEntryBytes is what an entry takes besides its two names: the
+	// member names and punctuation, and two counts of up to 20 digits.
+	consoleEntryBytes = len(`{"workspace":,"namespace":,"passed":,"denied":},`) + 2*20
+)
+
+// consoleQuery is a decoded query of GET /api/namespaces.
+type consoleQuery struct {
+	limit int    // the most namespaces listed
+	match string // listed: the namespaces whose workspace or name contains it
 }
 
-// consoleNamespaces answers the namespaces with analytics.
-func (s *Server) consoleNamespaces(x *exchange, _ *http.Request) {
-	list := []consoleNamespace{}
-	if s.cfg.Analytics != nil {
-		for _, k := range s.cfg.Analytics.Namespaces() {
-			list = append(list, consoleNamespace{Workspace: k.Workspace, Namespace: k.Namespace})
+// parseConsoleQuery decodes the query of GET /api/namespaces: limit (1 to
+// consoleListMax) and match (a substring of the workspace or namespace,
+// at most MaxNameBytes of UTF-8), each at most once, nothing else.
+func parseConsoleQuery(raw string) (consoleQuery, *apiError) {
+	q := consoleQuery{limit: consoleListDefault}
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, badRequest([]FieldError{{Location: "query", Message: "is not a valid query string", Fix: "Escape each name and value (encodeURIComponent)."}})
+	}
+	var es []FieldError
+	for name, vs := range vals {
+		switch {
+		case name != "limit" && name != "match":
+			es = append(es, FieldError{Location: "query." + echo(name), Message: "is not a known parameter", Fix: "Remove it; allowed parameters: limit, match."})
+		case len(vs) > 1:
+			es = append(es, FieldError{Location: "query." + name, Message: "appears more than once", Fix: "Send each parameter once."})
+		case name == "limit":
+			n, err := strconv.Atoi(vs[0])
+			if err != nil || n < 1 || n > consoleListMax {
+				es = append(es, FieldError{Location: "query.limit", Message: "must be an integer from 1 to " + strconv.Itoa(consoleListMax) + ", not " + quote(vs[0])})
+				continue
+			}
+			q.limit = n
+		default:
+			if len(vs[0]) > MaxNameBytes || !utf8.ValidString(vs[0]) {
+				es = append(es, FieldError{Location: "query.match", Message: "must be UTF-8 of at most " + strconv.Itoa(MaxNameBytes) + " bytes"})
+				continue
+			}
+			q.match = vs[0]
 		}
 	}
-	data, err := json.Marshal(list)
-	if err != nil { // cannot happen with these types
-		s.writeError(x, internalError(err))
+	if len(es) > 0 {
+		slices.SortFunc(es, func(a, b FieldError) int { return strings.Compare(a.Location, b.Location) })
+		return q, badRequest(es)
+	}
+	return q, nil
+}
+
+// consoleNamespaces answers the console's first page: the namespaces with
+// analytics (those matching ?match=), sorted by workspace and name, each
+// with its passed and denied decisions of the last hour; at most ?limit=
+// of them and consoleListBytes of JSON, the rest counted in "more".
+func (s *Server) consoleNamespaces(x *exchange, r *http.Request) {
+	q, e := parseConsoleQuery(r.URL.RawQuery)
+	if e != nil {
+		s.writeError(x, e)
 		return
 	}
-	x.out = appendOK(x.out[:0], x.id, data, nil)
+	var keys []analytics.Key
+	if s.cfg.Analytics != nil {
+		keys = s.cfg.Analytics.Namespaces()
+	}
+	matching := 0
+	var page []analytics.Key
+	size := 0
+	var scratch []byte
+	for _, k := range keys {
+		if q.match != "" && !strings.Contains(k.Workspace, q.match) && !strings.Contains(k.Namespace, q.match) {
+			continue
+		}
+		matching++
+		if len(page) == q.limit || size > consoleListBytes {
+			continue
+		}
+		scratch = appendString(appendString(scratch[:0], k.Workspace), k.Namespace)
+		if size += len(scratch) + consoleEntryBytes; size <= consoleListBytes {
+			page = append(page, k)
+		}
+	}
+	var totals []analytics.Counts
+	if len(page) > 0 {
+		totals = s.cfg.Analytics.Totals(page, x.start)
+	}
+	first, _ := analytics.TotalsSpan(x.start)
+	x.data = appendConsoleList(x.data[:0], page, totals, matching, s.cfg.Analytics != nil, first*60_000)
+	x.out = appendOK(x.out[:0], x.id, x.data, nil)
 	send(x, http.StatusOK, x.out)
+}
+
+// appendConsoleList appends the JSON of GET /api/namespaces's data: the
+// namespaces listed with their totals, how many matched in all, how many
+// are left out, whether analytics are on, and the start of the totals'
+// hour in Unix ms.
+func appendConsoleList(b []byte, page []analytics.Key, totals []analytics.Counts, matching int, on bool, since int64) []byte {
+	b = append(b, `{"namespaces":[`...)
+	for i, k := range page {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"workspace":`...)
+		b = appendString(b, k.Workspace)
+		b = append(b, `,"namespace":`...)
+		b = appendString(b, k.Namespace)
+		b = append(b, `,"passed":`...)
+		b = strconv.AppendUint(b, totals[i].Passed, 10)
+		b = append(b, `,"denied":`...)
+		b = strconv.AppendUint(b, totals[i].Denied, 10)
+		b = append(b, '}')
+	}
+	b = append(b, `],"total":`...)
+	b = strconv.AppendInt(b, int64(matching), 10)
+	b = append(b, `,"more":`...)
+	b = strconv.AppendInt(b, int64(matching-len(page)), 10)
+	b = append(b, `,"analytics":`...)
+	b = appendBool(b, on)
+	b = append(b, `,"since":`...)
+	b = strconv.AppendInt(b, since, 10)
+	return append(b, '}')
 }

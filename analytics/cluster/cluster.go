@@ -131,6 +131,9 @@ func (r *Region) answer(_ context.Context, body []byte) (any, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("%w: %w", errInvalidRequest, err)
 	}
+	if req.Totals != nil {
+		return r.answerTotals(req)
+	}
 	if err := req.check(); err != nil {
 		return nil, err
 	}
@@ -146,12 +149,16 @@ func (r *Region) answer(_ context.Context, body []byte) (any, error) {
 	return json.RawMessage(raw), nil
 }
 
-// request is an analytics call's body.
+// request is an analytics call's body: one namespace's part over an
+// interval or, when Totals is set, the last hour's totals of each of
+// those namespaces (answered as a list of analytics.Counts; a member
+// without this call refuses it for want of a namespace).
 type request struct {
 	Workspace string             `json:"workspace"`
 	Namespace string             `json:"namespace"`
 	Interval  analytics.Interval `json:"interval"`
 	Now       int64              `json:"now"` // Unix ms
+	Totals    []analytics.Key    `json:"totals,omitempty"`
 }
 
 func (q request) check() error {

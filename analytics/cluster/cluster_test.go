@@ -130,6 +130,8 @@ func TestAnswerRefusesBadRequests(t *testing.T) {
 		{"no namespace", `{"workspace":"ws","interval":"1m","now":1}`},
 		{"a name too long", `{"workspace":"ws","namespace":"` + long + `","interval":"1m","now":1}`},
 		{"an unknown interval", `{"workspace":"ws","namespace":"api","interval":"2h","now":1}`},
+		{"totals of too many namespaces", `{"totals":[` + strings.Repeat(`{"Workspace":"ws","Namespace":"api"},`, maxTotalsKeys) + `{}],"now":1}`},
+		{"totals of a name too long", `{"totals":[{"Workspace":"ws","Namespace":"` + long + `"}],"now":1}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := r.answer(t.Context(), []byte(tc.body)); !errors.Is(err, errInvalidRequest) {
@@ -199,6 +201,69 @@ func TestReplyWithinCap(t *testing.T) {
 				if h.Count < truth || h.Count-h.Error > truth {
 					t.Errorf("%.12q…: count %d, error %d; the true count %d is not within", h.Identifier, h.Count, h.Error, truth)
 				}
+			}
+		})
+	}
+}
+
+// TestRegionTotals records decisions on three members and checks that each
+// answers the last hour's totals of all three, with the others when one
+// is down, over more namespaces than one call asks for.
+func TestRegionTotals(t *testing.T) {
+	all := &members{answers: map[string]cluster.AnalyticsAnswer{}, down: map[string]bool{}}
+	nodes := []*Region{newRegion(t, all, "a"), newRegion(t, all, "b"), newRegion(t, all, "c")}
+	keys := make([]analytics.Key, 2*maxTotalsKeys+1) // three calls
+	for i := range keys {
+		keys[i] = analytics.Key{Workspace: "ws", Namespace: fmt.Sprint("ns-", i)}
+	}
+	last := len(keys) - 1
+	for i, n := range nodes {
+		n.Record("ws", "ns-0", "u", true, t0)
+		n.Record("ws", keys[last].Namespace, "u", i == 0, t0)
+	}
+	end := t0.Add(time.Minute)
+	for i, n := range nodes {
+		got := n.Totals(keys, end)
+		if got[0] != (analytics.Counts{Passed: 3}) || got[last] != (analytics.Counts{Passed: 1, Denied: 2}) || got[1] != (analytics.Counts{}) {
+			t.Fatalf("node %d: totals %+v, %+v, %+v; want 3 passed, 1 passed and 2 denied, none", i, got[0], got[last], got[1])
+		}
+	}
+	all.down["c"] = true
+	if got := nodes[0].Totals(keys[:1], end); got[0] != (analytics.Counts{Passed: 2}) {
+		t.Fatalf("with c down: %+v, want a's and b's 2", got)
+	}
+}
+
+// TestTotalsChunk checks how a totals call's namespaces are split: at
+// most maxTotalsKeys per call, and at most maxTotalsRequest bytes of JSON
+// unless a single namespace takes more.
+func TestTotalsChunk(t *testing.T) {
+	keys := func(n int, name string) []analytics.Key {
+		out := make([]analytics.Key, n)
+		for i := range out {
+			out[i] = analytics.Key{Workspace: "ws", Namespace: name}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		keys  []analytics.Key
+		calls []int // the namespaces of each call
+	}{
+		{"one", keys(1, "api"), []int{1}},
+		{"by count", keys(2*maxTotalsKeys+5, "api"), []int{maxTotalsKeys, maxTotalsKeys, 5}},
+		{"by bytes", keys(100, strings.Repeat("<", maxNameBytes)), []int{84, 16}}, // 3,105 bytes of JSON each
+		{"one over the cap", keys(2, strings.Repeat("<", maxTotalsRequest)), []int{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []int
+			for from := 0; from < len(tc.keys); {
+				to := totalsChunk(tc.keys, from)
+				calls = append(calls, to-from)
+				from = to
+			}
+			if fmt.Sprint(calls) != fmt.Sprint(tc.calls) {
+				t.Fatalf("calls of %v namespaces, want %v", calls, tc.calls)
 			}
 		})
 	}

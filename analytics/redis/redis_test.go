@@ -130,6 +130,43 @@ func TestRegionAnswers(t *testing.T) {
 	}
 }
 
+// TestRegionTotals checks that either node's last-hour totals add up
+// both nodes' decisions of each namespace asked for, leave out a decision
+// older than the hour, and count zero for a namespace nobody saw.
+func TestRegionTotals(t *testing.T) {
+	client, prefix := testRedis(t)
+	a, b := newRegion(t, client, prefix, "a"), newRegion(t, client, prefix, "b")
+	old := t0.Add(-90 * time.Minute)
+	b.Record("ws", "api", "x", true, old)
+	if err := b.Publish(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range []struct {
+		n       region
+		ns      string
+		passed  bool
+		seconds int
+	}{{a, "api", true, 1}, {a, "api", false, 2}, {b, "api", true, 3}, {b, "api", false, 4}, {b, "api", false, 5}, {b, "web", true, 6}} {
+		d.n.Record("ws", d.ns, strconv.Itoa(i), d.passed, t0.Add(time.Duration(d.seconds)*time.Second))
+	}
+	end := t0.Add(10 * time.Second)
+	for _, n := range []region{a, b} {
+		if err := n.Publish(t.Context(), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []analytics.Key{{Workspace: "ws", Namespace: "web"}, {Workspace: "ws", Namespace: "api"}, {Workspace: "ws", Namespace: "none"}}
+	want := []analytics.Counts{{Passed: 1}, {Passed: 2, Denied: 3}, {}}
+	for name, n := range map[string]region{"a": a, "b": b} {
+		if got := n.Totals(keys, end); !slices.Equal(got, want) {
+			t.Fatalf("node %s: totals %+v, want %+v", name, got, want)
+		}
+	}
+	if got := a.Totals(nil, end); len(got) != 0 {
+		t.Fatalf("totals of no key: %+v", got)
+	}
+}
+
 // checkTop checks a top list against exact counts over a window of n.
 func checkTop(t *testing.T, name string, got []analytics.Heavy, exact map[string]uint64, n uint64) {
 	t.Helper()
@@ -185,6 +222,9 @@ func TestRedisDown(t *testing.T) {
 	rep, err := n.Report("ws", "api", analytics.Minute, t0)
 	if err != nil || rep.Denials != 1 || len(n.Namespaces()) != 1 {
 		t.Fatalf("answer without Redis: %v, %+v", err, rep.TopDenied)
+	}
+	if got := n.Totals([]analytics.Key{{Workspace: "ws", Namespace: "api"}}, t0); len(got) != 1 || got[0] != (analytics.Counts{Denied: 1}) {
+		t.Fatalf("totals without Redis: %+v, want this node's", got)
 	}
 }
 

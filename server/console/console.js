@@ -1,14 +1,21 @@
 // Sluice's console: plain JavaScript over the console's JSON endpoints
 // (/api/...), which answer the HTTP API's bodies. No build step, no
 // dependency, no network access beyond this server.
+//
+// Every view has its own URL, in the fragment: "#/" is the first page
+// (every namespace with its last hour's totals) and
+// "#/ws/<workspace>/ns/<namespace>" a namespace's view, each name escaped
+// with encodeURIComponent. Following a link, the back and forward buttons
+// and opening a URL directly all go through route().
 "use strict";
 
-const state = { ws: null, ns: null, interval: "1m" };
+const state = { view: null, ws: null, ns: null, interval: "1m", generation: 0 };
 const $ = (sel) => document.querySelector(sel);
 const SVG = "http://www.w3.org/2000/svg";
+const NOT_FOUND = "https://unkey.com/docs/errors/unkey/data/ratelimit_namespace_not_found";
 
 // api calls a console endpoint and returns its JSON, or throws an Error
-// with the API error's detail and field errors.
+// with the API error's detail and field errors, its status and its type.
 async function api(path, body) {
   const init = body === undefined ? {} : {
     method: "POST",
@@ -21,7 +28,10 @@ async function api(path, body) {
     const e = json.error || {};
     let msg = e.detail || e.title || "request failed (" + res.status + ")";
     if (e.errors) msg += " — " + e.errors.map((x) => x.location + ": " + x.message).join("; ");
-    throw new Error(msg);
+    const err = new Error(msg);
+    err.status = res.status;
+    err.type = e.type;
+    throw err;
   }
   return json;
 }
@@ -31,63 +41,151 @@ function call(name, body) {
   return api("/api/workspaces/" + encodeURIComponent(state.ws) + "/v2/ratelimit." + name, body);
 }
 
+// namespaceURL is the fragment of a namespace's view.
+function namespaceURL(ws, ns) {
+  return "#/ws/" + encodeURIComponent(ws) + "/ns/" + encodeURIComponent(ns);
+}
+
+// parseRoute reads a fragment: the first page, a namespace's view, or
+// what is wrong with it.
+function parseRoute(hash) {
+  const h = hash.replace(/^#/, "");
+  if (h === "" || h === "/") return { view: "home" };
+  const m = /^\/ws\/([^/]*)\/ns\/([^/]*)$/.exec(h);
+  if (!m) return { view: "missing", why: "This link names no view of the console: it should be #/ or #/ws/<workspace>/ns/<namespace>." };
+  let ws, ns;
+  try {
+    ws = decodeURIComponent(m[1]);
+    ns = decodeURIComponent(m[2]);
+  } catch (e) {
+    return { view: "missing", why: "This link's names are not escaped properly (a % not followed by two hex digits, or not UTF-8)." };
+  }
+  if (ws === "" || ns === "") return { view: "missing", why: "This link names no " + (ws === "" ? "workspace." : "namespace.") };
+  return { view: "namespace", ws, ns };
+}
+
+// route shows the view of the current URL.
+function route() {
+  const r = parseRoute(location.hash);
+  state.generation++;
+  state.view = r.view;
+  $("#home").hidden = r.view !== "home";
+  $("#detail").hidden = r.view !== "namespace";
+  $("#missing").hidden = r.view !== "missing";
+  switch (r.view) {
+    case "home":
+      document.title = "Namespaces · Sluice console";
+      loadNamespaces();
+      break;
+    case "namespace":
+      select(r.ws, r.ns);
+      break;
+    default:
+      showMissing(r.why);
+  }
+}
+
+// showMissing replaces the view with a message: a link to nothing, or to
+// a namespace that does not exist.
+function showMissing(msg) {
+  state.view = "missing";
+  state.generation++;
+  $("#home").hidden = true;
+  $("#detail").hidden = true;
+  $("#missing").hidden = false;
+  $("#missing-text").textContent = msg;
+  document.title = "Not found · Sluice console";
+}
+
 function showError(msg) {
   $("#error").textContent = msg;
   $("#error").hidden = !msg;
 }
 
+// loadNamespaces fills the first page: each namespace (of those the
+// filter matches) with its passed and denied decisions of the last hour.
 async function loadNamespaces() {
+  if (state.view !== "home") return;
+  const gen = state.generation;
+  const filter = $("#filter").value;
   let data;
   try {
-    ({ data } = await api("/api/namespaces"));
+    ({ data } = await api("/api/namespaces" + (filter ? "?match=" + encodeURIComponent(filter) : "")));
   } catch (e) {
-    return; // the list keeps its last state; the next poll retries
+    if (e.status === 400 && gen === state.generation) { // a filter the server refuses
+      $("#namespaces tbody").replaceChildren();
+      $("#more").hidden = true;
+      $("#empty").hidden = false;
+      $("#empty").textContent = e.message;
+    }
+    return; // else the list keeps its last state; the next poll retries
   }
-  const ul = $("#namespaces");
-  ul.replaceChildren();
-  for (const k of data) {
-    const li = document.createElement("li");
-    li.dataset.workspace = k.workspace;
-    li.dataset.namespace = k.namespace;
-    li.classList.toggle("selected", k.workspace === state.ws && k.namespace === state.ns);
-    const a = document.createElement("a");
-    a.href = "#";
-    a.textContent = k.namespace;
-    a.addEventListener("click", (ev) => {
-      ev.preventDefault();
-      select(k.workspace, k.namespace);
+  if (gen !== state.generation || filter !== $("#filter").value) return; // moved on meanwhile
+  const body = $("#namespaces tbody");
+  body.replaceChildren();
+  for (const k of data.namespaces) {
+    const tr = document.createElement("tr");
+    tr.dataset.workspace = k.workspace;
+    tr.dataset.namespace = k.namespace;
+    const cells = [k.namespace, k.workspace, k.passed, k.denied].map((v) => {
+      const td = document.createElement("td");
+      td.textContent = v;
+      return td;
     });
-    const ws = document.createElement("small");
-    ws.textContent = k.workspace;
-    li.append(a, " ", ws);
-    ul.append(li);
+    cells[0].className = "name";
+    cells[2].className = "passed";
+    cells[3].className = "denied";
+    const a = document.createElement("a");
+    a.href = namespaceURL(k.workspace, k.namespace);
+    a.textContent = k.namespace;
+    cells[0].replaceChildren(a);
+    tr.append(...cells);
+    body.append(tr);
   }
-  $("#empty").hidden = data.length > 0;
+  $("#since").textContent = "passed and denied since " + new Date(data.since).toLocaleTimeString() + " (the last hour)";
+  $("#more").hidden = data.more === 0;
+  $("#more").textContent = data.more + " more namespace" + (data.more === 1 ? "" : "s") + " not listed (" +
+    data.namespaces.length + " of " + data.total + " shown, by workspace and name): filter, or open one by name.";
+  const empty = $("#empty");
+  empty.hidden = data.total > 0;
+  empty.textContent = !data.analytics ? "Analytics are turned off on this server (--analytics=false): open a namespace by name to edit its overrides."
+    : filter ? "No namespace matches \u201c" + filter + "\u201d." : "No decision recorded yet.";
 }
 
+// select shows workspace ws's namespace ns.
 function select(ws, ns) {
   state.ws = ws;
   state.ns = ns;
-  $("#detail").hidden = false;
+  document.title = ns + " · Sluice console";
   $("#title").textContent = ns;
   $("#subtitle").textContent = "workspace " + ws;
   showError("");
-  loadNamespaces();
+  $("#totals").textContent = "";
+  $("#chart").replaceChildren();
+  for (const sel of ["#top-denied tbody", "#top-requests tbody", "#overrides tbody"]) {
+    $(sel).replaceChildren();
+    delete $(sel).dataset.json;
+  }
   refresh();
   loadOverrides();
 }
 
 async function refresh() {
-  if (!state.ns) return;
-  const ns = state.ns;
+  if (state.view !== "namespace") return;
+  const gen = state.generation;
   let data;
   try {
-    ({ data } = await call("getAnalytics", { namespace: ns, interval: state.interval }));
+    ({ data } = await call("getAnalytics", { namespace: state.ns, interval: state.interval }));
   } catch (e) {
-    showError(e.message);
+    if (gen !== state.generation) return;
+    if (e.type === NOT_FOUND || e.status === 400) {
+      showMissing(e.type === NOT_FOUND ? "There is no namespace \u201c" + state.ns + "\u201d in workspace \u201c" + state.ws + "\u201d." : e.message);
+    } else {
+      showError(e.message);
+    }
     return;
   }
-  if (ns !== state.ns) return; // another namespace was selected meanwhile
+  if (gen !== state.generation) return; // another view was opened meanwhile
   drawChart(data);
   fillTop("#top-denied", data.top.denied);
   fillTop("#top-requests", data.top.requests);
@@ -156,15 +254,19 @@ function fillTop(sel, list) {
 }
 
 async function loadOverrides() {
+  if (state.view !== "namespace") return;
+  const gen = state.generation;
   const body = $("#overrides tbody");
   let res;
   try {
     res = await call("listOverrides", { namespace: state.ns, limit: 100 });
   } catch (e) {
+    if (gen !== state.generation) return;
     body.replaceChildren();
-    showError(e.message);
+    if (e.type !== NOT_FOUND && e.status !== 400) showError(e.message); // refresh tells those
     return;
   }
+  if (gen !== state.generation) return;
   body.replaceChildren();
   for (const o of res.data) {
     const tr = document.createElement("tr");
@@ -231,7 +333,12 @@ function init() {
   $("#override-form").addEventListener("submit", saveOverride);
   $("#open-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    select($("#open-workspace").value, $("#open-namespace").value);
+    location.hash = namespaceURL($("#open-workspace").value, $("#open-namespace").value);
+  });
+  $("#filter-form").addEventListener("submit", (ev) => ev.preventDefault());
+  $("#filter").addEventListener("input", () => {
+    state.generation++; // an answer for the old filter is stale
+    loadNamespaces();
   });
   for (const b of document.querySelectorAll(".interval")) {
     b.addEventListener("click", () => {
@@ -240,7 +347,8 @@ function init() {
       refresh();
     });
   }
-  loadNamespaces();
+  window.addEventListener("hashchange", route);
+  route();
   setInterval(refresh, 1000);
   setInterval(loadNamespaces, 5000);
 }
