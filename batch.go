@@ -192,7 +192,7 @@ func (l *Limiter) reservations(qs []resolved, curs []*cell, atOrigin []bool) []*
 		r.check.Key, r.check.Seq, r.check.Elapsed = q.cell.Key, q.pos.Seq, q.pos.Elapsed
 		sent, speculative := r.cur.countsAside()
 		r.check.Writer, r.check.Sent, r.check.Holder = r.cur.writer, sent, origin.Writer(rand.Uint64()|1)
-		r.check.Imported = origin.Counts{
+		r.check.Imported = origin.Imported{
 			Current:  window.Add(r.cur.importedCount(), speculative),
 			Previous: window.Add(prev.importedCount(), prev.unsent()),
 		}
@@ -250,7 +250,8 @@ func (l *Limiter) reserve(ctx, parent context.Context, qs []resolved, rsv []*res
 				l.denied(q, r.cur)
 			}
 		}
-		l.mergePrevious(r.first, r.v.Counts.Previous)
+		r.cur.raiseImported(r.v.Counts.Imported.Current)
+		l.mergePrevious(r.first, r.v.Counts)
 	}
 	return passed
 }

@@ -52,8 +52,8 @@ func (s *slowOrigin) Load(ctx context.Context, k origin.Key, seq int64) (origin.
 	return slowCall(s, ctx, func() (origin.Counts, error) { return s.Store.Load(context.Background(), k, seq) })
 }
 
-func (s *slowOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, error) {
-	return slowCall(s, ctx, func() ([]int64, error) { return s.Store.Apply(context.Background(), ds) })
+func (s *slowOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]origin.Total, error) {
+	return slowCall(s, ctx, func() ([]origin.Total, error) { return s.Store.Apply(context.Background(), ds) })
 }
 
 func (s *slowOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {

@@ -42,7 +42,7 @@ func newFaultyOrigin() *faultyOrigin {
 	return &faultyOrigin{Store: memory.New(nil), release: make(chan struct{}), decided: make(chan struct{}, 16)}
 }
 
-func (f *faultyOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, error) {
+func (f *faultyOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]origin.Total, error) {
 	var ok []origin.Delta
 	failed := map[int]error{}
 	var index []int
@@ -65,7 +65,7 @@ func (f *faultyOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, e
 	if f.lostApplies.Add(-1) >= 0 {
 		return nil, errLostReply
 	}
-	out := make([]int64, len(ds))
+	out := make([]origin.Total, len(ds))
 	for j, i := range index {
 		out[i] = totals[j]
 	}
@@ -278,7 +278,7 @@ func (h *hangingOrigin) Load(ctx context.Context, _ origin.Key, _ int64) (origin
 	return origin.Counts{}, ctx.Err()
 }
 
-func (h *hangingOrigin) Apply(ctx context.Context, _ []origin.Delta) ([]int64, error) {
+func (h *hangingOrigin) Apply(ctx context.Context, _ []origin.Delta) ([]origin.Total, error) {
 	h.calls.Add(1)
 	<-ctx.Done()
 	return nil, ctx.Err()

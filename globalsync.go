@@ -4,21 +4,23 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
 // The global layer: regions converge through a global.Store, never on the
-// request path. One goroutine owns the loop: every Interval (±20%) it
-// pulls the other regions' counts, publishes this region's, reads the
-// denial rows and writes the queued denials; between rounds it writes them
-// when the next round would keep one waiting longer than DenialFlush (or as
-// soon as DenialBatch rows wait); every CleanupEvery rounds it deletes
-// expired rows (one node at a time, by the store's lock).
+// request path, and one node of each region at a time talks to it. One
+// goroutine of every node owns the loop: roundsPerInterval times an
+// Interval (±20%) it takes or renews its region's lease, and hands the
+// region's leader, through the regional origin, the cells whose
+// count its publication rule publishes and the denials it has queued
+// (globallead.go: the leader's side). Between rounds it hands the queued
+// denials on when the next round would keep one waiting longer than
+// DenialFlush (or as soon as DenialBatch wait).
 
 // denialQueue is the capacity of the queue of denials waiting to be written;
 // a denial that finds it full is dropped (and counted), never waited for.
@@ -54,28 +56,80 @@ const publishLag = 1.5
 // under the rule before the pace counted; with it, less.
 const paceIntervals = 3
 
+// roundsPerInterval is how many rounds every node runs per global
+// interval: each takes or renews the lease and hands the leader its
+// nominations, and the leader's writes and pulls the store. A count takes
+// three steps to the other regions' nodes (a node's nomination, its
+// leader's write, the other leaders' pulls); three rounds an interval keep
+// them within what the publication rule expects (publishLag), as when
+// every node wrote and pulled the store itself once an interval
+// (sim.TestLateBurstOverThreeRegions: 4.9% over with three, 6.6% with
+// two, 12.9% with one).
+const roundsPerInterval = drive.RoundsPerInterval
+
+// leaseIntervals is how long a region's lease lasts without a renewal, in
+// global intervals. A live leader renews it at every round (0.4 interval
+// apart at the most), and a node takes over a lapsed one at its next
+// round: within 1.25 + 0.4 intervals of the leader's last renewal.
+const leaseIntervals = 1.25
+
+// maxTake is the most nominations a leader takes from its region's queue
+// in one call, and maxTakes the most calls of one round or flush: a round
+// takes at most maxTake × maxTakes nominations, the rest waits (bounded
+// by the origin's queue) for the next.
+const (
+	maxTake  = 8192
+	maxTakes = 16
+)
+
 // globalState is owned by the global loop's goroutine (or by a caller of
 // syncGlobal, which takes the same lock).
 type globalState struct {
 	// cfg is the global layer's configuration with its defaults, set by New
 	// and never changed (zero without a global layer).
 	cfg GlobalConfig
-	// published is, per cell, the highest count of this region known to
-	// be stored (what this node published, or a pull read back) and when
-	// it was last seen to rise.
+	// region is the seam through which the region's nodes share the
+	// layer: the origin when it is an origin.Region, else this node alone
+	// (localRegion).
+	region origin.Region
+	// holder names this node in its region's lease.
+	holder string
+	// lease is the lease as the last Lead returned it; leading reports
+	// that this node held it then.
+	lease   origin.Lease
+	leading bool
+	// published is, per cell, the highest count of this region this node
+	// nominated for publication (or, alone in its region, knows to be
+	// stored) and when it last rose: what its publication rule compares
+	// with.
 	published map[origin.Cell]stored
-	// regions is the number of regions present at the last pull (≥ 1).
+	// regions is the number of regions present (≥ 1): at the leader's last
+	// pull, as the leader's lease carries it for the other nodes.
 	regions int
-	// cursor and denialCursor are where the last pull and denial sync
-	// stopped.
+	// The leader's state, kept while it leads (see globallead.go).
+	lead leaderState
+}
+
+// leaderState is what the region's leader keeps between its rounds.
+type leaderState struct {
+	// cursor and denialCursor are where the last pull and denial read
+	// stopped; a new leader takes them from the lease.
 	cursor, denialCursor global.Cursor
+	// counts are the nominated counts taken and not written yet, the
+	// highest of each cell's nominations; written the highest count of
+	// each cell written to the store.
+	counts  map[origin.Cell]int64
+	written map[origin.Cell]int64
+	// received holds the cells of other regions' denial rows read, until
+	// they expire: a denial of this region's for one of them is not
+	// written (the store keeps the first row of a cell).
+	received map[origin.Cell]struct{}
 	// rounds counts rounds, for the cleanup schedule.
 	rounds int
-	// announceAt is the time (Unix ms) from which this node announces its
+	// announceAt is the time (Unix ms) from which the leader announces its
 	// region again even with nothing to publish.
 	announceAt int64
-	// pendingDenials holds the denials drained from the queue and not
-	// written yet.
+	// pendingDenials holds the denials taken and not written yet.
 	pendingDenials []global.Denial
 }
 
@@ -88,43 +142,41 @@ type stored struct {
 
 // GlobalStats describes one round of the global layer, for an [Observer].
 type GlobalStats struct {
-	Published     int           // count rows written
-	Pulled        int           // cells read back
+	Nominated     int           // cells and denials this node handed its region's leader
+	Published     int           // count rows written (by the leader)
+	Pulled        int           // cells read back (by the leader)
 	Regions       int           // regions present
-	DenialsSent   int           // denial rows written
-	DenialsSynced int           // denial rows applied to local cells
-	DenialsLost   int           // denial rows dropped (queue full or write failed)
-	DenialsLeft   int           // denial rows not written: another region's row for the cell was just read
+	DenialsSent   int           // denial rows written (by the leader)
+	DenialsSynced int           // other regions' denial rows imported (by the leader)
+	DenialsLost   int           // denials dropped (queue full, or a write or hand-over failed)
+	DenialsLeft   int           // denials not written: another region's row for the cell was read
 	Cleaned       int           // expired rows deleted by this node
 	Elapsed       time.Duration // wall time of the round
 	Err           error         // the first failure of the round, if any
+	// Leader reports that this node ran its region's round; LeaderSince is
+	// when the region's current leader took the lease (Unix ms of the
+	// origin's clock, 0 if none holds it).
+	Leader      bool
+	LeaderSince int64
 }
 
-// runGlobal is the global loop. It stops when ctx is done, after a last
-// denial flush. Driven by ticks of its own (drive.Options.GlobalTicks), it
-// runs rounds only on those ticks, and denials are written in rounds only,
-// so that a simulation in virtual time stays deterministic.
+// runGlobal is the global loop: a round every Interval/roundsPerInterval
+// (±20%). It stops when ctx is done, after a last hand-over of the queued
+// denials (and, on the leader, a last write). Driven by ticks of its own
+// (drive.Options.GlobalTicks), it runs rounds only on those ticks, and
+// denials are handed on in rounds only, so that a simulation in virtual
+// time stays deterministic.
 //
-// On its own timers it also checks the denial queue every DenialFlush, and
-// writes it then only if the next round would come too late: later than
-// DenialFlush after the oldest denial waiting. Otherwise the round writes
-// it, after its read, which leaves out the cells whose row another region
-// has written meanwhile (see flushDenials). A full queue (DenialBatch) is
-// written at once.
+// On its own timer it also checks the denial queue every DenialFlush: it
+// hands it on
+// then only if the next round would come too late, later than DenialFlush
+// after the oldest denial waiting (a leader also takes the region's
+// nominations and writes the denials among them). A full queue
+// (DenialBatch) is handed on at once.
 func (l *Limiter) runGlobal(ctx context.Context) {
-	defer func() {
-		flush, cancel := context.WithTimeout(context.Background(), l.cfg.FlushTimeout)
-		defer cancel()
-		l.globalMu.Lock()
-		defer l.globalMu.Unlock()
-		var st GlobalStats
-		l.flushDenials(flush, l.cfg.Clock().UnixMilli(), nil, &st)
-		if st.DenialsLost > 0 {
-			l.cfg.Observer.GlobalRound(st)
-		}
-	}()
+	defer l.closeGlobal()
 	rounds := l.drive.GlobalTicks
-	var flush <-chan time.Time // nil: denials are written in rounds only
+	var flush <-chan time.Time // nil: in rounds only
 	var full <-chan struct{}   // likewise
 	var timer *time.Timer
 	var nextRound int64 // when timer fires (Unix ms, the limiter's clock)
@@ -157,15 +209,36 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 	}
 }
 
-// nextRound returns the wait until the next round, the global interval ±
-// 20%, and sets *at to when it ends.
+// closeGlobal hands on the queued denials when the loop stops and, on the
+// leader, writes what it took and has not written, within FlushTimeout.
+func (l *Limiter) closeGlobal() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.FlushTimeout)
+	defer cancel()
+	l.globalMu.Lock()
+	defer l.globalMu.Unlock()
+	now := l.cfg.Clock().UnixMilli()
+	var st GlobalStats
+	l.handOverDenials(ctx, now, &st)
+	if l.global.leading {
+		l.takeNominations(ctx, now, &st)
+		l.writeCounts(ctx, now, &st)
+		l.writeDenials(ctx, now, nil, &st)
+	}
+	st.Leader, st.LeaderSince = l.global.leading, l.global.lease.Since
+	if st.DenialsLost > 0 || st.Published > 0 || st.DenialsSent > 0 || st.Err != nil {
+		l.cfg.Observer.GlobalRound(st)
+	}
+}
+
+// nextRound returns the wait until the next round, the global interval
+// over roundsPerInterval ± 20%, and sets *at to when it ends.
 func (l *Limiter) nextRound(at *int64) time.Duration {
-	d := jitter(l.global.cfg.Interval)
+	d := jitter(l.global.cfg.Interval / roundsPerInterval)
 	*at = l.nowMilli() + d.Milliseconds()
 	return d
 }
 
-// denialsDue reports whether the queued denials are to be written now
+// denialsDue reports whether the queued denials are to be handed on now
 // rather than by the round due at nextRound: the oldest of them would wait
 // longer than DenialFlush for it.
 func (l *Limiter) denialsDue(nextRound int64) bool {
@@ -179,16 +252,13 @@ func jitter(d time.Duration) time.Duration {
 	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
 }
 
-// syncGlobal runs one round of the global layer now: it writes queued
-// denials, pulls the other regions' counts, publishes this region's counts,
-// announces the region when that is due (every third round), applies new
-// denial rows (read with the pull when the store implements
-// global.PullerWithDenials and both mechanisms run: one read, not two),
-// and every CleanupEvery rounds deletes expired rows. The background loop
+// syncGlobal runs one round of the global layer now: it takes or renews
+// the region's lease, hands the leader the cells this node's publication
+// rule publishes and its queued denials, and, if this node leads its
+// region, runs the region's round (see leadRound). The background loop
 // calls it every interval; tests and simulations call it through
-// drive.Handle. It returns the first error of the round
-// (the round goes on after an error); without a global layer it does
-// nothing.
+// drive.Handle. It returns the first error of the round (the round goes on
+// after an error); without a global layer it does nothing.
 func (l *Limiter) syncGlobal(ctx context.Context) error {
 	if l.cfg.Global == nil {
 		return nil
@@ -200,28 +270,13 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	var st GlobalStats
 	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
-	both, _ := l.global.cfg.Store.(global.PullerWithDenials)
-	if l.global.cfg.DisableCounters || l.global.cfg.DisableDenials {
-		both = nil // one read of the two is enough
-	}
-	var denials []global.Denial // read with the pull, applied after the publish
-	if !l.global.cfg.DisableCounters {
-		denials = l.pull(ctx, both, now, &st) // first: the rule needs the regions present and the imports
-		l.publish(ctx, now, &st)
-	}
-	l.announce(ctx, now, &st)
-	if both == nil && !l.global.cfg.DisableDenials {
-		denials = l.readDenials(ctx, now, &st)
-	}
-	l.applyDenials(denials, &st)
-	l.flushDenials(ctx, now, denials, &st)
-	l.global.rounds++
-	if l.global.rounds%l.global.cfg.CleanupEvery == 0 {
-		n, err := l.global.cfg.Store.Cleanup(ctx, now, cleanupBatch)
-		st.Cleaned = n
-		st.fail(err)
+	l.lead(ctx, now, &st)
+	l.nominate(ctx, now, &st)
+	if l.global.leading {
+		l.leadRound(ctx, now, &st)
 	}
 	st.Regions = l.global.regions
+	st.Leader, st.LeaderSince = l.global.leading, l.global.lease.Since
 	st.Elapsed = time.Since(start)
 	l.cfg.Observer.GlobalRound(st)
 	if st.Err != nil && !errors.Is(st.Err, context.Canceled) {
@@ -230,31 +285,42 @@ func (l *Limiter) syncGlobal(ctx context.Context) error {
 	return st.Err
 }
 
-// announce announces this node's region to the store when it has not for
-// announceEvery intervals, publishing or not: the other regions count a
-// region present for regionsActiveFor intervals after it last announced
-// itself, so a live region never lapses, and a node pays one statement
-// every third round for it, not one a round.
-func (l *Limiter) announce(ctx context.Context, now int64, st *GlobalStats) {
-	g := &l.global
-	if now < g.announceAt {
-		return
-	}
-	if err := g.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
-		st.fail(err)
-		return
-	}
-	g.announceAt = now + announceEvery*g.cfg.Interval.Milliseconds()
-}
-
 func (st *GlobalStats) fail(err error) {
 	if err != nil && st.Err == nil {
 		st.Err = err
 	}
 }
 
-// publish writes this region's committed count of every active cell that
-// changed since it was last published and passes the publication rule.
+// nominate hands the region's leader, in one call, this node's count of
+// every active cell that changed since it last nominated it and passes the
+// publication rule (see publish), and the denials it has queued. A cell
+// whose hand-over failed is nominated again at the next round; its denials
+// are lost (and counted).
+func (l *Limiter) nominate(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	var ns []origin.Nomination
+	if !g.cfg.DisableCounters {
+		ns = l.publishable(now)
+	}
+	counts := len(ns)
+	ns = l.drainDenials(ns, now, st)
+	if len(ns) == 0 {
+		return
+	}
+	if err := g.region.Nominate(ctx, ns); err != nil {
+		st.DenialsLost += len(ns) - counts
+		st.fail(err)
+		return
+	}
+	for _, n := range ns[:counts] {
+		g.published[n.Cell] = stored{count: n.Count, at: now}
+	}
+	st.Nominated += len(ns)
+}
+
+// publishable returns a nomination of this node's count of every active
+// cell that changed since it last nominated it and passes the publication
+// rule.
 //
 // The rule: a region publishes a cell's count once what it holds back (its
 // count above what it has stored), together with what it expects to admit
@@ -263,7 +329,7 @@ func (st *GlobalStats) fail(err error) {
 // headroom the limit less what this region knows of the window's usage (its
 // stored count, the other regions' and the previous cell's weight, up to
 // the limit; R is 2 when this region sees no other, so that a region that
-// appears within a window finds most of what was spent); see publishable.
+// appears within a window finds most of what was spent); see passes.
 // Every region holds back less than 1/R of the headroom it sees by the
 // time the others can see its row, so all of them together hold back less
 // than all of it: what no other region can see never uses up the limit on
@@ -272,42 +338,32 @@ func (st *GlobalStats) fail(err error) {
 // as 1/(2.5R) of it, before its pace spends the rest unseen. A cell far
 // from its limit writes a row only when its count has grown by a sizeable
 // share of what is left, or none at all; as the usage nears the limit the
-// share shrinks to every change. Rows already stored by another node of
-// this region are not written again (see pull).
-func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
+// share shrinks to every change. The leader writes a count no higher than
+// one it has written already only once (see writeCounts).
+func (l *Limiter) publishable(now int64) []origin.Nomination {
 	g := &l.global
 	regions := int64(max(g.regions, 2)) // alone, as if one more region were present
-	var counts []global.Count
 	for k := range g.published {
 		if expired(k, now) { // a cell the janitor evicted early is forgotten here too
 			delete(g.published, k)
 		}
 	}
+	var ns []origin.Nomination
 	for k, c := range l.cells.m.All() {
 		if expired(k, now) {
 			continue // the janitor evicts it
 		}
 		n, last := c.committed(), g.published[k]
-		if n <= last.count || !l.publishable(k, c, n-last.count, last, regions, now) {
+		if n <= last.count || !l.passes(k, c, n-last.count, last, regions, now) {
 			continue
 		}
-		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
+		ns = append(ns, origin.Nomination{Cell: k, Count: n, Limit: c.limit.Load()})
 	}
-	if len(counts) == 0 {
-		return
-	}
-	if err := g.cfg.Store.Publish(ctx, l.cfg.Region, counts, now); err != nil {
-		st.fail(err)
-		return
-	}
-	for _, c := range counts {
-		g.published[c.Cell] = stored{count: c.Count, at: now}
-	}
-	st.Published = len(counts)
+	return ns
 }
 
-// publishable reports whether cell k, whose region holds back held units
-// above the count stored (last), is to be published now (see publish), or
+// passes reports whether cell k, whose region holds back held units
+// above the count stored (last), is to be published now (see publishable), or
 // with drive.Options.PublishShare set, once the cell's count reaches that
 // share of its limit and at every change after that.
 //
@@ -327,7 +383,7 @@ func (l *Limiter) publish(ctx context.Context, now int64, st *GlobalStats) {
 // weight can change the answer: a cell that publishes with no weight
 // publishes with any, and one held back under the most the previous cell
 // can weigh (the whole limit) is held back under any.
-func (l *Limiter) publishable(k origin.Cell, c *cell, held int64, last stored, regions, now int64) bool {
+func (l *Limiter) passes(k origin.Cell, c *cell, held int64, last stored, regions, now int64) bool {
 	limit := c.limit.Load()
 	if share := l.drive.PublishShare; share > 0 {
 		return last.count > 0 || float64(held) >= share*float64(limit)
@@ -370,46 +426,6 @@ func expiresAt(k origin.Cell) int64 {
 	return (k.Sequence + 2) * k.Duration.Milliseconds()
 }
 
-// pull imports the other regions' counts of every cell changed since the
-// last pull, and raises this region's count to its published floor. The
-// floor is also what the region has published of the cell, whichever of
-// its nodes wrote it: publish writes only counts above it, so the nodes of
-// a region that see the same regional count write it once between them,
-// not once each (a row at or below the stored count changes nothing:
-// entries of a G-Counter only grow).
-//
-// With both set, the denial rows are read in the same call and returned,
-// for the caller to apply after it has published, as it applies those
-// readDenials reads.
-func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now int64, st *GlobalStats) []global.Denial {
-	g := &l.global
-	activeFor := regionsActiveFor * l.global.cfg.Interval.Milliseconds()
-	var p global.Pull
-	var denials []global.Denial
-	denialCursor := g.denialCursor
-	var err error
-	if both != nil {
-		p, denials, denialCursor, err = both.PullWithDenials(ctx, l.cfg.Region, g.cursor, g.denialCursor, now, activeFor)
-	} else {
-		p, err = l.global.cfg.Store.Pull(ctx, l.cfg.Region, g.cursor, now, activeFor)
-	}
-	if err != nil {
-		st.fail(err)
-		return nil
-	}
-	g.cursor, g.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
-	for _, imp := range p.Cells {
-		c := l.globalCell(imp.Cell)
-		c.raiseImported(imp.Others)
-		c.floor(imp.Own)
-		if imp.Own > g.published[imp.Cell].count {
-			g.published[imp.Cell] = stored{count: imp.Own, at: now}
-		}
-	}
-	st.Pulled = len(p.Cells)
-	return denials
-}
-
 // globalCell returns cell k, created if needed for what the global layer
 // brings: cold (a regional origin hydrates it on its first decision), or in
 // sync when the limiter is its own origin.
@@ -450,113 +466,57 @@ func (l *Limiter) emitDenial(q *resolved, cur *cell) {
 	}
 }
 
-// flushDenialsNow writes the queued denials, for the loop's flush timer.
+// flushDenialsNow hands the queued denials on, for the loop's flush timer;
+// a leader also takes its region's nominations and writes the denials
+// among them.
 func (l *Limiter) flushDenialsNow(ctx context.Context) {
 	l.globalMu.Lock()
 	defer l.globalMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, l.global.cfg.Timeout)
 	defer cancel()
+	now := l.cfg.Clock().UnixMilli()
 	var st GlobalStats
-	l.flushDenials(ctx, l.cfg.Clock().UnixMilli(), nil, &st)
+	l.handOverDenials(ctx, now, &st)
+	if l.global.leading {
+		l.takeNominations(ctx, now, &st)
+		l.writeDenials(ctx, now, nil, &st)
+	}
+	st.Leader, st.LeaderSince = l.global.leading, l.global.lease.Since
 	if st.DenialsSent > 0 || st.DenialsLost > 0 || st.Err != nil {
 		l.cfg.Observer.GlobalRound(st)
 	}
 }
 
-// flushDenials drains the queue and writes it in batches of DenialBatch,
-// leaving out the cells of stored, the denial rows the round has just read:
-// the store keeps the first row of a cell, so a row of this node's after
-// another region's would change nothing and only cost a write. (Regions
-// often deny a counter within one round of each other; scale-1m sends 40%
-// fewer denial rows for it, docs/capacity.md.) A batch the store refuses is
-// dropped, not retried: a denial is worth something only while its window
-// lasts, and the originating region enforces it anyway.
-func (l *Limiter) flushDenials(ctx context.Context, now int64, stored []global.Denial, st *GlobalStats) {
-	if l.denials == nil {
+// handOverDenials hands the queued denials to the region's leader.
+func (l *Limiter) handOverDenials(ctx context.Context, now int64, st *GlobalStats) {
+	ns := l.drainDenials(nil, now, st)
+	if len(ns) == 0 {
 		return
 	}
-	g := &l.global
+	if err := l.global.region.Nominate(ctx, ns); err != nil {
+		st.DenialsLost += len(ns)
+		st.fail(err)
+		return
+	}
+	st.Nominated += len(ns)
+}
+
+// drainDenials drains the queue of denials into ns, as nominations, leaving
+// out those that expired, and counts the denials the full queue dropped.
+func (l *Limiter) drainDenials(ns []origin.Nomination, now int64, st *GlobalStats) []origin.Nomination {
+	if l.denials == nil {
+		return ns
+	}
 	l.denialsSince.Store(0) // before the drain: a denial queued after it sets it again
-	for drained := false; !drained; {
+	for {
 		select {
 		case d := <-l.denials:
 			if d.ExpiresAt > now {
-				g.pendingDenials = append(g.pendingDenials, d)
+				ns = append(ns, origin.Nomination{Cell: d.Cell, Limit: d.Limit, Usage: max(d.Usage, 1)})
 			}
 		default:
-			drained = true
+			st.DenialsLost += int(l.denialsDropped.Swap(0))
+			return ns
 		}
-	}
-	if len(stored) > 0 && len(g.pendingDenials) > 0 {
-		held := make(map[origin.Cell]struct{}, len(stored))
-		for _, d := range stored {
-			held[d.Cell] = struct{}{}
-		}
-		n := len(g.pendingDenials)
-		g.pendingDenials = slices.DeleteFunc(g.pendingDenials, func(d global.Denial) bool {
-			_, ok := held[d.Cell]
-			return ok
-		})
-		st.DenialsLeft += n - len(g.pendingDenials)
-	}
-	st.DenialsLost += int(l.denialsDropped.Swap(0))
-	for len(g.pendingDenials) > 0 {
-		batch := g.pendingDenials[:min(len(g.pendingDenials), l.global.cfg.DenialBatch)]
-		g.pendingDenials = g.pendingDenials[len(batch):]
-		if err := l.global.cfg.Store.EmitDenials(ctx, batch); err != nil {
-			st.DenialsLost += len(batch)
-			st.fail(err)
-			continue
-		}
-		st.DenialsSent += len(batch)
-	}
-	g.pendingDenials = nil
-}
-
-// readDenials reads the denial rows other regions wrote since the last
-// read, for a store that does not read them with the pull.
-func (l *Limiter) readDenials(ctx context.Context, now int64, st *GlobalStats) []global.Denial {
-	g := &l.global
-	ds, next, err := l.global.cfg.Store.Denials(ctx, l.cfg.Region, g.denialCursor, now)
-	if err != nil {
-		st.fail(err)
-		return nil
-	}
-	g.denialCursor = next
-	return ds
-}
-
-// applyDenials applies the denial rows other regions wrote, read by a round,
-// to their exact cells: the cell's imported count rises until its usage
-// reaches the row's (the originator's usage, or its limit for a row without
-// one), so the cell denies what the originator denied, and after the
-// rollover weighs as the previous cell.
-// Received cells are marked as emitted, so they are never sent back.
-//
-// What the row's usage holds of this region's count is not imported: the
-// cell's committed count, or what this region has stored in the global
-// layer if that is more (an evicted cell created again by the row holds
-// nothing yet). Rows of this region are never applied, even from a store
-// that returns them: the usage they carry is this region's own count, which every node
-// of the region already holds as regional (through the origin, and the
-// pulled Own floor); imported too, it would count twice and the node would
-// deny the rest of the window.
-func (l *Limiter) applyDenials(ds []global.Denial, st *GlobalStats) {
-	for _, d := range ds {
-		if d.Region == l.cfg.Region {
-			continue
-		}
-		c := l.globalCell(d.Cell)
-		c.setFlag(flagDenialSeen)
-		usage := d.Usage
-		if usage <= 0 {
-			usage = d.Limit
-		}
-		// The usage holds this region's count as far as the originator
-		// read it from the global store: at most what this region has
-		// stored there, which a cell evicted and created again here
-		// (committed 0) no longer holds, and its hydration brings back.
-		c.raiseImported(usage - max(c.committed(), l.global.published[d.Cell].count))
-		st.DenialsSynced++
 	}
 }

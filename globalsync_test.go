@@ -48,12 +48,16 @@ func newRegions(t testing.TB, n int, store global.Store, clock *virtualClock, g 
 	return regions
 }
 
-// syncAll runs one global round in every region, in order.
+// syncAll runs two global rounds in every region, in order: the second
+// lets a leader take what its region's other nodes nominated after its
+// first, and the regions after it pull what it wrote.
 func syncAll(t *testing.T, regions []drivenNode) {
 	t.Helper()
-	for _, r := range regions {
-		if err := r.SyncGlobal(context.Background()); err != nil {
-			t.Fatal(err)
+	for range 2 { // a leader takes what its region's other nodes nominated after its round at its next
+		for _, r := range regions {
+			if err := r.SyncGlobal(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,12 @@ func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 	if cfg.Global != nil {
 		l.global.cfg = *cfg.Global
 		l.global.published = make(map[origin.Cell]stored)
+		l.global.holder = fmt.Sprintf("%s-%016x", cfg.Region, rand.Uint64())
+		if r, ok := l.origin.(origin.Region); ok {
+			l.global.region = r
+		} else {
+			l.global.region = &localRegion{l: l, since: cfg.Clock().UnixMilli()}
+		}
 		if !cfg.Global.DisableDenials {
 			l.denials = make(chan global.Denial, denialQueue)
 			l.denialsFull = make(chan struct{}, 1)
@@ -386,26 +393,30 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason string, cur *cel
 }
 
 // mergeCounts raises q's current and previous cells to totals read from
-// the origin.
+// the origin, and their imported counts to the origin's.
 func (l *Limiter) mergeCounts(q *resolved, cur *cell, counts origin.Counts) {
 	cur.mergeRead(counts.Current)
-	l.mergePrevious(q, counts.Previous)
+	cur.raiseImported(counts.Imported.Current)
+	l.mergePrevious(q, counts)
 }
 
 // mergePrevious raises q's previous cell to a total read from the origin,
-// creating it if needed. With a global layer, a previous cell that no
-// request used here takes q's limit, the limit its publication rule
-// compares with: with none, the rule would take it as over its limit and
-// publish the region's count at once, whatever share of the headroom it is
-// (a fifth of the rows of scale-1m over two windows were those).
-func (l *Limiter) mergePrevious(q *resolved, total int64) {
-	if total > 0 {
-		pk := q.previous()
-		prev := l.cells.loadOrCreate(q.hash, &pk, max(q.t, 1))
-		prev.mergeRead(total)
-		if l.cfg.Global != nil {
-			prev.limit.CompareAndSwap(0, q.limit)
-		}
+// and its imported count to the origin's, creating it if needed. With a
+// global layer, a previous cell that no request used here takes q's limit,
+// the limit its publication rule compares with: with none, the rule would
+// take it as over its limit and publish the region's count at once,
+// whatever share of the headroom it is (a fifth of the rows of scale-1m
+// over two windows were those).
+func (l *Limiter) mergePrevious(q *resolved, counts origin.Counts) {
+	if counts.Previous <= 0 && counts.Imported.Previous <= 0 {
+		return
+	}
+	pk := q.previous()
+	prev := l.cells.loadOrCreate(q.hash, &pk, max(q.t, 1))
+	prev.mergeRead(counts.Previous)
+	prev.raiseImported(counts.Imported.Previous)
+	if l.cfg.Global != nil {
+		prev.limit.CompareAndSwap(0, q.limit)
 	}
 }
 

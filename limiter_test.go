@@ -241,7 +241,7 @@ func (c *countingOrigin) Load(ctx context.Context, k origin.Key, seq int64) (ori
 	return c.Origin.Load(ctx, k, seq)
 }
 
-func (c *countingOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, error) {
+func (c *countingOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]origin.Total, error) {
 	c.applies.Add(1)
 	return c.Origin.Apply(ctx, ds)
 }

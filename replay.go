@@ -496,7 +496,8 @@ func (r *replayer) flush(ctx context.Context, cells []*cell) {
 		}
 		c.resetFailures()
 		c.confirm(deltas[i].Sent)
-		c.mergeWrite(totals[i], deltas[i].Sent)
+		c.mergeWrite(totals[i].Count, deltas[i].Sent)
+		c.raiseImported(totals[i].Imported)
 		c.settled(deltas[i].Sent)
 		c.clearFlag(flagWriting)
 	}

@@ -260,7 +260,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 		Elapsed: first.pos.Elapsed,
 		Writer:  d.cur.writer,
 		Sent:    sent,
-		Imported: origin.Counts{
+		Imported: origin.Imported{
 			Current:  window.Add(d.cur.imported.Load(), speculative),
 			Previous: d.prev.importedCount(),
 		},
@@ -281,7 +281,8 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 		l.originFailed(first, readStrict, err)
 	default:
 		d.cur.merge(v.Counts.Current, l.answer(d.cur, c, v, asked))
-		l.mergePrevious(first, v.Counts.Previous)
+		d.cur.raiseImported(v.Counts.Imported.Current)
+		l.mergePrevious(first, v.Counts)
 		d.cur.syncedAt.Store(max(first.t, 1))
 	}
 }

@@ -29,7 +29,7 @@ func newGatedOrigin(landed bool) *gatedOrigin {
 	return &gatedOrigin{Origin: memory.New(nil), landed: landed, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gatedOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]int64, error) {
+func (g *gatedOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]origin.Total, error) {
 	if g.landed {
 		totals, err := g.Origin.Apply(ctx, ds)
 		g.once.Do(func() { close(g.reached) })

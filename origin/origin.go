@@ -102,6 +102,26 @@ func (e *CellErrors) Unwrap() error { return ErrCells }
 type Counts struct {
 	Current  int64
 	Previous int64
+	// Imported is the other regions' count of both cells as the region's
+	// leader imported it into the origin ([Region.Import]): zero for an
+	// origin that imports nothing. It is never part of Current or
+	// Previous, and never published as the region's own.
+	Imported Imported
+}
+
+// Imported is the other regions' count of the current cell of a counter and
+// of the one before it.
+type Imported struct {
+	Current  int64
+	Previous int64
+}
+
+// Total is what [Origin.Apply] returns for one cell: its total after the
+// call and the other regions' count imported into the origin (see
+// [Counts.Imported]).
+type Total struct {
+	Count    int64
+	Imported int64
 }
 
 // Origin is the regional store behind a limiter. Implementations must be safe
@@ -115,11 +135,13 @@ type Origin interface {
 	// Sent, and the cell's total by as much, and returns each cell's total
 	// after it, in the order of deltas. Raising and setting the cell's
 	// expiry (at least three windows) happen as one atomic step per cell.
+	// Each Total also carries the cell's imported count, so that a node
+	// learns the other regions' counts with its replay.
 	// Apply is idempotent: the caller sends a delta again, as it is or with
 	// a higher Sent, until it succeeds. If some cells failed and the others
 	// were applied, the error wraps a [*CellErrors] naming the failed ones;
 	// on any other error no total is returned.
-	Apply(ctx context.Context, deltas []Delta) ([]int64, error)
+	Apply(ctx context.Context, deltas []Delta) ([]Total, error)
 
 	// Decide makes the strict-mode decisions of c in one atomic step: it
 	// raises c.Writer's share of cell c.Seq to c.Sent, as Apply does, reads
@@ -187,9 +209,10 @@ type Check struct {
 	// [Delta]), raised first, unconditionally.
 	Writer Writer
 	Sent   int64
-	// Imported is the other regions' count of both cells: it takes part in
-	// the decision and is never stored.
-	Imported Counts
+	// Imported is what the decision counts beside the origin's totals and
+	// never stores: the other regions' count of both cells as the caller
+	// knows it (and, for a batch, its units not sent yet).
+	Imported Imported
 	// Holder, when not zero, makes the check a reservation: the costs the
 	// asks admit go to Holder's share instead of Writer's, so that
 	// [Origin.Withdraw] of Holder takes them back whole, and Writer's
@@ -208,7 +231,8 @@ type Verdict struct {
 	// added).
 	Admitted []bool
 	// Counts are the origin's totals of both cells after the step, Sent
-	// and the admitted costs included, Imported not.
+	// and the admitted costs included, and the counts imported into the
+	// origin (Counts.Imported), not the check's.
 	Counts Counts
 	// Stale reports a check whose writer's share was above its Sent, or
 	// whose Holder's share was not zero: it admitted nothing. Share is the

@@ -14,6 +14,8 @@ type globalMetrics struct {
 	rounds  *prometheus.CounterVec
 	lag     *prometheus.HistogramVec
 	regions *prometheus.GaugeVec
+	leader  *prometheus.GaugeVec
+	since   *prometheus.GaugeVec
 }
 
 func newGlobalMetrics() globalMetrics {
@@ -35,11 +37,19 @@ func newGlobalMetrics() globalMetrics {
 			Name: "sluice_global_regions",
 			Help: "Regions present at the last pull.",
 		}, nil),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_global_leader",
+			Help: "1 while this node runs its region's global rounds (it holds the region's lease), else 0: exactly one node of a region shows 1.",
+		}, nil),
+		since: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_global_leader_since_seconds",
+			Help: "Unix time at which the region's current leader took the lease, by the regional origin's clock (0 while nobody holds it).",
+		}, nil),
 	}
 }
 
 func (g globalMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.rows, g.rounds, g.lag, g.regions}
+	return []prometheus.Collector{g.rows, g.rounds, g.lag, g.regions, g.leader, g.since}
 }
 
 // GlobalRound implements [sluice.Observer].
@@ -58,6 +68,12 @@ func (m *Metrics) GlobalRound(st sluice.GlobalStats) {
 		g.regions.WithLabelValues().Set(float64(st.Regions))
 		g.lag.WithLabelValues().Observe(st.Elapsed.Seconds())
 	}
+	leader := 0.0
+	if st.Leader {
+		leader = 1
+	}
+	g.leader.WithLabelValues().Set(leader)
+	g.since.WithLabelValues().Set(float64(st.LeaderSince) / 1000)
 	outcome := "ok"
 	if st.Err != nil {
 		outcome = "error"

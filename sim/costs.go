@@ -56,6 +56,7 @@ type RedisSplit struct {
 	Load   float64 `json:"load"`   // hydration reads of a cold or stale counter
 	Apply  float64 `json:"apply"`  // replays of accepted increments
 	Decide float64 `json:"decide"` // origin decisions of counters in strict mode
+	Global float64 `json:"global"` // the global layer's: the lease, nominations and imports
 }
 
 // cellHeapBytes is the memory one counter cell takes in a limiter besides
@@ -80,6 +81,7 @@ const (
 // redisCosts counts the commands and bytes of a region's origin calls.
 type redisCosts struct {
 	loadCmds, applyCmds, decideCmds atomic.Int64 // commands, by the call that runs them
+	regionCmds                      atomic.Int64 // the global layer's: lease, nominations, imports
 	bytes                           atomic.Int64
 
 	mu      sync.Mutex
@@ -131,9 +133,23 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 	c.bytes.Add(resp(args...))
 }
 
+// The commands of the Redis origin's origin.Region calls: the lease script
+// (GET, SET, PEXPIRE, HMGET and the script's call; HSET while held), RPUSH
+// and LTRIM for nominations, LPOP for taking them, and the import script
+// for a cell (its call, HMGET, HSET).
+const (
+	leadCommands      = 6
+	nominateCommands  = 2
+	nominatedCommands = 1
+	importCommands    = 3
+)
+
+// region counts n commands of the global layer's calls.
+func (c *redisCosts) region(n int64) { c.regionCmds.Add(n) }
+
 // commands returns the commands counted, by call.
-func (c *redisCosts) commands() (load, apply, decide int64) {
-	return c.loadCmds.Load(), c.applyCmds.Load(), c.decideCmds.Load()
+func (c *redisCosts) commands() (load, apply, decide, region int64) {
+	return c.loadCmds.Load(), c.applyCmds.Load(), c.decideCmds.Load(), c.regionCmds.Load()
 }
 
 // keysWritten returns how many distinct cells were written.

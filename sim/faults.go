@@ -72,6 +72,59 @@ type faultyOrigin struct {
 	n     *originCounts
 	gate  *gate       // nil: replays land at once
 	dead  atomic.Bool // the node is lost: every call fails
+	// region is the wrapped origin's origin.Region (the memory origin's),
+	// nil for the cluster origin's.
+	region origin.Region
+}
+
+// faultyRegion is a faultyOrigin whose origin is an [origin.Region]: its
+// calls fail in the same outages, and are counted as the Redis origin's
+// commands.
+type faultyRegion struct{ *faultyOrigin }
+
+// asOrigin returns f as the limiter's origin: a faultyRegion when the
+// origin it wraps is an origin.Region.
+func (f *faultyOrigin) asOrigin() origin.Origin {
+	if f.region != nil {
+		return faultyRegion{f}
+	}
+	return f
+}
+
+// Lead implements [origin.Region].
+func (f faultyRegion) Lead(ctx context.Context, r origin.LeaseRequest) (origin.Lease, error) {
+	if f.fail() {
+		return origin.Lease{}, origin.ErrUnavailable
+	}
+	f.n.redis.region(leadCommands)
+	return f.region.Lead(ctx, r)
+}
+
+// Nominate implements [origin.Region].
+func (f faultyRegion) Nominate(ctx context.Context, ns []origin.Nomination) error {
+	if f.fail() {
+		return origin.ErrUnavailable
+	}
+	f.n.redis.region(nominateCommands)
+	return f.region.Nominate(ctx, ns)
+}
+
+// Nominated implements [origin.Region].
+func (f faultyRegion) Nominated(ctx context.Context, max int) ([]origin.Nomination, error) {
+	if f.fail() {
+		return nil, origin.ErrUnavailable
+	}
+	f.n.redis.region(nominatedCommands)
+	return f.region.Nominated(ctx, max)
+}
+
+// Import implements [origin.Region].
+func (f faultyRegion) Import(ctx context.Context, imports []origin.Import) error {
+	if f.fail() {
+		return origin.ErrUnavailable
+	}
+	f.n.redis.region(importCommands * int64(len(imports)))
+	return f.region.Import(ctx, imports)
 }
 
 // gate holds a node's replay calls until the simulator lets them land: a
@@ -115,7 +168,7 @@ func (f *faultyOrigin) Load(ctx context.Context, key origin.Key, seq int64) (ori
 
 // Apply implements [origin.Origin]. Behind a gate, a replay round's call
 // waits until the simulator lets it land.
-func (f *faultyOrigin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+func (f *faultyOrigin) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Total, error) {
 	if f.gate != nil && f.gate.on.Load() {
 		f.gate.arrived <- struct{}{}
 		<-f.gate.release

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/drive"
 )
 
 // roundsHandle records the instants of a node's global rounds.
@@ -23,8 +25,9 @@ func (h *roundsHandle) SyncGlobal(context.Context) error {
 
 // TestNodesRoundOnCoursesOfTheirOwn drives 30 s of a deployment of two
 // regions of three nodes: after the warm-up's two rounds, in step, every
-// node's first round falls within the first interval, each next one the
-// interval ± 20% after it, and the nodes do not round in step.
+// node's first round falls within the first round's span (the interval
+// over drive.RoundsPerInterval), each next one that span ± 20% after it,
+// and the nodes do not round in step.
 func TestNodesRoundOnCoursesOfTheirOwn(t *testing.T) {
 	const (
 		start = int64(1_000_000)
@@ -42,7 +45,7 @@ func TestNodesRoundOnCoursesOfTheirOwn(t *testing.T) {
 	}
 	ctx := context.Background()
 	r.warmUp(ctx)
-	if err := r.advance(ctx, start+30*gi); err != nil {
+	if err := r.advance(ctx, start+30*gi/drive.RoundsPerInterval); err != nil {
 		t.Fatal(err)
 	}
 	firsts := map[int64]bool{}
@@ -50,14 +53,14 @@ func TestNodesRoundOnCoursesOfTheirOwn(t *testing.T) {
 		if len(h.rounds) < 27 || h.rounds[0] != start-2*gi || h.rounds[1] != start-gi {
 			t.Fatalf("node %d rounded at %v: want the warm-up's two rounds, then about 30", i, h.rounds)
 		}
-		first := h.rounds[2]
-		if first < start || first >= start+gi {
+		first, span := h.rounds[2], gi/drive.RoundsPerInterval
+		if first < start || first >= start+span {
 			t.Errorf("node %d: first round %d ms into the run, want within the first interval", i, first-start)
 		}
 		firsts[first] = true
 		for j := 3; j < len(h.rounds); j++ {
-			if gap := h.rounds[j] - h.rounds[j-1]; gap < gi*4/5 || gap > gi*6/5 {
-				t.Errorf("node %d: %d ms between rounds %d and %d, want the interval ± 20%%", i, gap, j-1, j)
+			if gap := h.rounds[j] - h.rounds[j-1]; gap < span*4/5 || gap > span*6/5+1 { // +1: the span is rounded down
+				t.Errorf("node %d: %d ms between rounds %d and %d, want %d ms ± 20%%", i, gap, j-1, j, span)
 			}
 		}
 	}

@@ -123,7 +123,7 @@ func (r *run) startRegion(i int, down outages) error {
 		}
 		n.fo = &faultyOrigin{clock: r.clock, down: down, n: &r.origins[i], loss: loss, gate: n.gate}
 		if store != nil {
-			n.fo.Origin = store
+			n.fo.Origin, n.fo.region = store, store
 		}
 		n.cfg, n.drive = r.nodeConfig(i, n.fo)
 		if err := n.start(); err != nil {
@@ -141,7 +141,7 @@ func (r *run) startRegion(i int, down outages) error {
 func (r *run) nodeConfig(i int, o *faultyOrigin) (sluice.Config, drive.Options) {
 	cfg := sluice.Config{
 		Region:          fmt.Sprintf("region-%d", i),
-		Origin:          o,
+		Origin:          o.asOrigin(),
 		Clock:           r.clock.now,
 		ReplayInterval:  r.s.ReplayInterval,
 		OriginMargin:    r.s.OriginMargin,
@@ -173,7 +173,7 @@ func (r *run) warmUp(ctx context.Context) {
 	r.globalRound(ctx, r.start-2*gi)
 	r.globalRound(ctx, r.start-gi)
 	for _, n := range r.nodes {
-		n.nextRound = r.start + r.roundGaps.Int64N(gi)
+		n.nextRound = r.start + r.roundGaps.Int64N(gi/drive.RoundsPerInterval)
 	}
 	r.dueRound = r.firstRound()
 }
@@ -309,7 +309,7 @@ func (r *run) nodeRound(ctx context.Context, at int64) {
 	if n.alive {
 		_ = n.h.SyncGlobal(ctx)
 	}
-	gi := r.s.GlobalInterval.Milliseconds()
+	gi := r.s.GlobalInterval.Milliseconds() / drive.RoundsPerInterval
 	n.nextRound = at + gi - gi/5 + r.roundGaps.Int64N(2*gi/5+1)
 	r.dueRound = r.firstRound()
 }
@@ -524,16 +524,17 @@ func (r *run) countCosts(res *Result) {
 	perSecond := func(n int64) float64 { return round(float64(n)/seconds, 3) }
 	c := &res.Costs
 	if r.s.Origin != OriginCluster {
-		var load, apply, decide, bytes, keys int64
+		var load, apply, decide, region, bytes, keys int64
 		for i := range r.origins {
-			l, a, d := r.origins[i].redis.commands()
-			load, apply, decide = load+l, apply+a, decide+d
+			l, a, d, g := r.origins[i].redis.commands()
+			load, apply, decide, region = load+l, apply+a, decide+d, region+g
 			bytes += r.origins[i].redis.bytes.Load()
 			keys += r.origins[i].redis.keysWritten()
 		}
-		commands := load + apply + decide
+		commands := load + apply + decide + region
 		c.RedisCallsPerRequest = ratio(commands, res.Requests)
-		c.RedisCallsByCall = RedisSplit{Load: ratio(load, res.Requests), Apply: ratio(apply, res.Requests), Decide: ratio(decide, res.Requests)}
+		c.RedisCallsByCall = RedisSplit{Load: ratio(load, res.Requests), Apply: ratio(apply, res.Requests),
+			Decide: ratio(decide, res.Requests), Global: ratio(region, res.Requests)}
 		c.RedisCallsPerSecond = perSecond(commands)
 		c.RedisKeysWrittenPerRequest = ratio(keys, res.Requests)
 		c.OriginBytesPerNodePerSecond = round(float64(bytes)/seconds/float64(r.s.Regions*r.s.Nodes), 1)

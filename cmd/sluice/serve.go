@@ -523,7 +523,7 @@ func (c *serveCmd) newOrigin(kind string, log *slog.Logger, obs observability, c
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
 	cl.add(func() { _ = client.Close() })
-	o, err := redis.New(redis.Config{Client: client, Logger: log, Observer: obs.redis, TracerProvider: obs.tracer})
+	o, err := redis.New(redis.Config{Client: client, Region: c.Region, Logger: log, Observer: obs.redis, TracerProvider: obs.tracer})
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}

@@ -21,7 +21,8 @@ type Options struct {
 	// loop runs one round per value received, and never on its own.
 	ReplayTicks <-chan time.Time
 
-	// GlobalTicks, if set, replaces the global interval's timer: the global
+	// GlobalTicks, if set, replaces the global rounds' timer (a round every
+	// global interval over RoundsPerInterval, ±20%): the global
 	// loop runs one round per value received, and writes denials in rounds
 	// only. A channel that never fires leaves every round to SyncGlobal.
 	GlobalTicks <-chan time.Time
@@ -81,3 +82,7 @@ func New[L any](cfg any, o Options) (L, Handle, error) {
 	}
 	return l, h, nil
 }
+
+// RoundsPerInterval is how many global rounds a limiter runs per global
+// interval, for a driver that ticks them (GlobalTicks).
+const RoundsPerInterval = 3

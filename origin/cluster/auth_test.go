@@ -331,7 +331,7 @@ func TestMisroutedWriteIsSentAgain(t *testing.T) {
 	}
 	a.o.SetPeers(membersOf(a, b, c)) // a sees c
 	totals, err := a.o.Apply(context.Background(), []origin.Delta{d})
-	if err != nil || totals[0] != 4 {
+	if err != nil || totals[0].Count != 4 {
 		t.Fatalf("the write sent again once the views agree: %v %v, want [4]", totals, err)
 	}
 	for _, nd := range []*testNode{b, c} {

@@ -426,7 +426,7 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 // origin.ErrUnavailable), whose totals are 0: the limiter sends them again,
 // to whoever owns them then. A write carries its writer's whole count, so
 // sending again never counts twice; nothing waits here for an owner.
-func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Total, error) {
 	if err := o.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -463,11 +463,11 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 	}
 	switch {
 	case len(failed) == 0:
-		return totals, nil
+		return asTotals(totals), nil
 	case len(failed) == len(deltas):
 		return nil, fmt.Errorf("%w: no owner of %d cells reachable: %w", ErrPeer, len(deltas), origin.ErrUnavailable)
 	default:
-		return totals, fmt.Errorf("cluster: apply: %w", &origin.CellErrors{Failed: failed})
+		return asTotals(totals), fmt.Errorf("cluster: apply: %w", &origin.CellErrors{Failed: failed})
 	}
 }
 
@@ -583,16 +583,30 @@ func (o *Origin) localLoad(ctx context.Context, key origin.Key, seq int64) (orig
 	return o.store.Load(ctx, key, seq)
 }
 
+// asTotals returns counts as totals with nothing imported: a cluster
+// region's nodes import the other regions' counts themselves.
+func asTotals(counts []int64) []origin.Total {
+	out := make([]origin.Total, len(counts))
+	for i, n := range counts {
+		out[i].Count = n
+	}
+	return out
+}
+
 // localApply applies deltas to this node's store. A cell broadcast as
 // exhausted whose total grew since (increments that were on their way when
 // the owner decided it, or admitted by nodes on stale views) is broadcast
 // again with its new total, so the other nodes' views catch up with it.
 func (o *Origin) localApply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
 	o.seedMu.RLock()
-	totals, err := o.store.Apply(ctx, deltas)
+	applied, err := o.store.Apply(ctx, deltas)
 	o.seedMu.RUnlock()
 	if err != nil {
 		return nil, err
+	}
+	totals := make([]int64, len(applied))
+	for i, t := range applied {
+		totals[i] = t.Count
 	}
 	for i, d := range deltas {
 		if !o.seen.grewSinceBroadcast(d.Cell, totals[i]) {

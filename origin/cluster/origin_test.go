@@ -293,7 +293,7 @@ func TestUnreachableOwner(t *testing.T) {
 	deltas := []origin.Delta{add(origin.Cell{Key: mine, Sequence: seq}, 2), add(origin.Cell{Key: theirs, Sequence: seq}, 3)}
 	totals, err := a.o.Apply(ctx, deltas)
 	var cells *origin.CellErrors
-	if !errors.As(err, &cells) || len(cells.Failed) != 1 || !errors.Is(cells.Failed[1], origin.ErrUnavailable) || totals[0] != 2 || totals[1] != 0 {
+	if !errors.As(err, &cells) || len(cells.Failed) != 1 || !errors.Is(cells.Failed[1], origin.ErrUnavailable) || totals[0].Count != 2 || totals[1].Count != 0 {
 		t.Fatalf("Apply with one owner down: %v %v, want [2 0] and delta 1 unavailable", totals, err)
 	}
 	if _, err := a.o.Apply(ctx, deltas[1:]); !errors.Is(err, origin.ErrUnavailable) {
@@ -313,7 +313,7 @@ func TestUnreachableOwner(t *testing.T) {
 	if el := time.Since(start); el > 50*time.Millisecond {
 		t.Errorf("a call with the owner's breaker open took %v", el)
 	}
-	if totals, err := a.o.Apply(ctx, deltas[1:]); err != nil || totals[0] != 3 {
+	if totals, err := a.o.Apply(ctx, deltas[1:]); err != nil || totals[0].Count != 3 {
 		t.Fatalf("the delta sent again to the stand-in: %v %v, want [3]", totals, err)
 	}
 

@@ -50,7 +50,7 @@ func TestBatchesAcrossClusterNodes(t *testing.T) {
 // holder and never under the node's writer.
 func TestReservationOnTheWire(t *testing.T) {
 	c := origin.Check{Key: origin.Key{Namespace: "n", Identifier: "i", Duration: time.Minute}, Seq: 7, Elapsed: 5,
-		Writer: 0x11, Sent: 9, Holder: 0x22, Imported: origin.Counts{Current: 3, Previous: 4}, Asks: []origin.Ask{{Limit: 10, Cost: 1}}}
+		Writer: 0x11, Sent: 9, Holder: 0x22, Imported: origin.Imported{Current: 3, Previous: 4}, Asks: []origin.Ask{{Limit: 10, Cost: 1}}}
 	body, err := json.Marshal(toDecideRequest(c))
 	if err != nil {
 		t.Fatal(err)

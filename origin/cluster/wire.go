@@ -104,7 +104,7 @@ func toDecideRequest(c origin.Check) decideRequest {
 }
 
 func (r decideRequest) check() origin.Check {
-	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Counts{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks))}
+	c := origin.Check{Key: r.K.key(), Seq: r.S, Elapsed: r.E, Writer: r.W, Sent: r.Sent, Imported: origin.Imported{Current: r.IC, Previous: r.IP}, Asks: make([]origin.Ask, len(r.Asks))}
 	if r.RW != 0 {
 		c.Writer, c.Sent, c.Holder = r.RW, r.RS, r.W
 	}

@@ -62,12 +62,14 @@ const sweepStep = 8
 type Store struct {
 	clock func() time.Time
 
-	mu    sync.Mutex
-	cells *fairmap.Map[origin.Cell, entry]
+	mu     sync.Mutex
+	cells  *fairmap.Map[origin.Cell, entry]
+	region region
 }
 
 type entry struct {
 	count     int64
+	imported  int64                   // the other regions' count (origin.Region.Import)
 	shares    map[origin.Writer]int64 // each writer's share of count
 	expiresAt int64                   // Unix ms
 }
@@ -130,24 +132,30 @@ func (s *Store) Load(ctx context.Context, key origin.Key, seq int64) (origin.Cou
 	now := s.clock().UnixMilli()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return origin.Counts{
-		Current:  s.countLocked(origin.Cell{Key: key, Sequence: seq}, now),
-		Previous: s.countLocked(origin.Cell{Key: key, Sequence: seq - 1}, now),
-	}, nil
+	return s.countsLocked(key, seq, now), nil
+}
+
+// countsLocked returns the totals and imported counts of cells seq and
+// seq-1 of key.
+func (s *Store) countsLocked(key origin.Key, seq, now int64) origin.Counts {
+	cur, curImp := s.readLocked(origin.Cell{Key: key, Sequence: seq}, now)
+	prev, prevImp := s.readLocked(origin.Cell{Key: key, Sequence: seq - 1}, now)
+	return origin.Counts{Current: cur, Previous: prev, Imported: origin.Imported{Current: curImp, Previous: prevImp}}
 }
 
 // Apply raises each delta's writer share to its Sent and returns the
 // totals in order (see [origin.Origin]).
-func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Total, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	now := s.clock().UnixMilli()
-	totals := make([]int64, len(deltas))
+	totals := make([]origin.Total, len(deltas))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, d := range deltas {
-		totals[i], _ = s.raiseLocked(d.Cell, d.Writer, d.Sent, now)
+		totals[i].Count, _ = s.raiseLocked(d.Cell, d.Writer, d.Sent, now)
+		_, totals[i].Imported = s.readLocked(d.Cell, now)
 	}
 	return totals, nil
 }
@@ -166,20 +174,21 @@ func (s *Store) Decide(ctx context.Context, c origin.Check) (origin.Verdict, err
 		return s.reserveLocked(c, now), nil
 	}
 	cur, share := s.raiseLocked(curCell, c.Writer, c.Sent, now)
-	prev := s.countLocked(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, now)
+	counts := s.countsLocked(c.Key, c.Seq, now)
+	prev, imp := counts.Previous, c.Imported
 	v := origin.Verdict{Admitted: make([]bool, len(c.Asks)), Stale: share > c.Sent}
 	for i, a := range c.Asks {
 		if v.Stale {
 			break
 		}
-		before := c.Before(window.Add(cur, c.Imported.Current), window.Add(prev, c.Imported.Previous))
+		before := c.Before(window.Add(cur, imp.Current), window.Add(prev, imp.Previous))
 		if o := window.Decide(before, a.Limit, a.Cost); o.Success {
 			share += a.Cost
 			cur, _ = s.raiseLocked(curCell, c.Writer, share, now)
 			v.Admitted[i] = true
 		}
 	}
-	v.Counts = origin.Counts{Current: cur, Previous: prev}
+	v.Counts = origin.Counts{Current: cur, Previous: prev, Imported: counts.Imported}
 	v.Share = share
 	return v, nil
 }
@@ -194,21 +203,22 @@ func (s *Store) reserveLocked(c origin.Check, now int64) origin.Verdict {
 	if e := s.liveLocked(curCell, now, false); e != nil {
 		share, held = e.shares[c.Writer], e.shares[c.Holder]
 	}
-	prev := s.countLocked(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, now)
+	counts := s.countsLocked(c.Key, c.Seq, now)
+	prev, imp := counts.Previous, c.Imported
 	v := origin.Verdict{Admitted: make([]bool, len(c.Asks)), Stale: held != 0, Share: share}
 	unsent := max(0, c.Sent-share)
 	for i, a := range c.Asks {
 		if v.Stale {
 			break
 		}
-		before := c.Before(window.Add(cur, window.Add(unsent, c.Imported.Current)), window.Add(prev, c.Imported.Previous))
+		before := c.Before(window.Add(cur, window.Add(unsent, imp.Current)), window.Add(prev, imp.Previous))
 		if o := window.Decide(before, a.Limit, a.Cost); o.Success {
 			held += a.Cost
 			cur, _ = s.raiseLocked(curCell, c.Holder, held, now)
 			v.Admitted[i] = true
 		}
 	}
-	v.Counts = origin.Counts{Current: cur, Previous: prev}
+	v.Counts = origin.Counts{Current: cur, Previous: prev, Imported: counts.Imported}
 	return v
 }
 
@@ -297,8 +307,15 @@ func (s *Store) liveLocked(c origin.Cell, now int64, create bool) *entry {
 // countLocked returns the total of c, 0 if it is absent or expired, and
 // marks it used.
 func (s *Store) countLocked(c origin.Cell, now int64) int64 {
+	n, _ := s.readLocked(c, now)
+	return n
+}
+
+// readLocked returns the total and the imported count of c, 0 if it is
+// absent or expired, and marks it used.
+func (s *Store) readLocked(c origin.Cell, now int64) (total, imported int64) {
 	if e := s.liveLocked(c, now, false); e != nil {
-		return e.count
+		return e.count, e.imported
 	}
-	return 0
+	return 0, 0
 }

@@ -35,7 +35,7 @@ func TestStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range st.want {
-				if got[i] != st.want[i] {
+				if got[i].Count != st.want[i] {
 					t.Fatalf("Apply totals = %v, want %v", got, st.want)
 				}
 			}
@@ -69,3 +69,32 @@ func add(c origin.Cell, n int64) origin.Delta {
 }
 
 func TestReservations(t *testing.T) { origintest.Reservations(t, New(nil)) }
+
+// TestRegion runs origintest's cases of origin.Region on a Store whose
+// clock the test moves.
+func TestRegion(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	s := New(func() time.Time { return now })
+	origintest.Region(t, s, time.Second, func() { now = now.Add(time.Second) })
+}
+
+// TestNominationsAreBounded fills a Store's queue past MaxNominations: the
+// oldest are dropped, the newest kept.
+func TestNominationsAreBounded(t *testing.T) {
+	s := New(nil)
+	ctx := context.Background()
+	n := func(i int) origin.Nomination { return origin.Nomination{Count: int64(i)} }
+	batch := make([]origin.Nomination, MaxNominations/4)
+	for round := range 5 {
+		for i := range batch {
+			batch[i] = n(round*len(batch) + i)
+		}
+		if err := s.Nominate(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Nominated(ctx, 2*MaxNominations)
+	if err != nil || len(got) != MaxNominations || got[0].Count != int64(len(batch)) {
+		t.Fatalf("took %d, the first %+v; want %d from %d", len(got), got[0], MaxNominations, len(batch))
+	}
+}

@@ -32,9 +32,9 @@ import (
 // that master's cells wrap its error (origin.ErrUnavailable for an
 // outage). Only when every master of the call failed as a whole does Apply
 // fail as a whole, with no total.
-func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Total, error) {
 	if len(deltas) == 0 {
-		return []int64{}, nil
+		return []origin.Total{}, nil
 	}
 	keys := make([]string, len(deltas))
 	for i := range deltas {
@@ -43,7 +43,7 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]int64, err
 		}
 		keys[i] = CellKey(deltas[i].Cell)
 	}
-	totals := make([]int64, len(deltas))
+	totals := make([]origin.Total, len(deltas))
 	groups := o.groups(ctx, keys)
 	if len(groups) == 1 {
 		err := o.do(ctx, OpApply, groups[0].route, len(deltas), func(ctx context.Context) error {
@@ -106,13 +106,13 @@ func allCells(n int) []int {
 // applyGroup applies the cells of g, writes their totals into totals and
 // returns the call's error: a whole failure, or a [*origin.CellErrors]
 // whose indexes are those of deltas.
-func (o *Origin) applyGroup(ctx context.Context, g group, keys []string, deltas []origin.Delta, totals []int64) error {
+func (o *Origin) applyGroup(ctx context.Context, g group, keys []string, deltas []origin.Delta, totals []origin.Total) error {
 	gKeys := make([]string, len(g.cells))
 	gDeltas := make([]origin.Delta, len(g.cells))
 	for j, i := range g.cells {
 		gKeys[j], gDeltas[j] = keys[i], deltas[i]
 	}
-	gTotals := make([]int64, len(g.cells))
+	gTotals := make([]origin.Total, len(g.cells))
 	err := o.do(ctx, OpApply, g.route, len(g.cells), func(ctx context.Context) error {
 		return o.apply(ctx, gKeys, gDeltas, gTotals)
 	})
@@ -136,7 +136,7 @@ func (o *Origin) applyGroup(ctx context.Context, g group, keys []string, deltas 
 // mergeGroups returns the result of an Apply whose groups ended with errs:
 // the totals and a [*origin.CellErrors] naming every cell that failed, or,
 // when every group failed as a whole, no total and their errors.
-func mergeGroups(groups []group, errs []error, totals []int64) ([]int64, error) {
+func mergeGroups(groups []group, errs []error, totals []origin.Total) ([]origin.Total, error) {
 	failed := map[int]error{}
 	var whole []error
 	for gi, err := range errs {
@@ -174,7 +174,7 @@ const maxScriptCells = 256
 // one server (a *goredis.Client, with or without Sentinel), and one call
 // per cell otherwise, since the cells of a Redis Cluster live in different
 // slots. Calls Redis answers NOSCRIPT were not run and go again with EVAL.
-func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []int64) error {
+func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta, totals []origin.Total) error {
 	per := 1
 	if _, single := o.client.(*goredis.Client); single {
 		per = maxScriptCells
@@ -219,15 +219,27 @@ func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta
 	}, totals)
 }
 
+// parseTotal reads one cell's reply of the raise script: its total and its
+// imported count.
+func parseTotal(v any) (origin.Total, bool) {
+	pair, ok := v.([]any)
+	if !ok || len(pair) != 2 {
+		return origin.Total{}, false
+	}
+	n, ok1 := pair[0].(int64)
+	imp, ok2 := pair[1].(int64)
+	return origin.Total{Count: n, Imported: imp}, ok1 && ok2
+}
+
 // collectTotals reads the reply of each of n cells into totals. A connection
 // or server-wide failure fails the call; a cell the script refused (it
 // answers a string), or whose reply is not one integer, fails that cell
 // only, reported in a [*origin.CellErrors].
-func collectTotals(n int, reply func(i int) (any, error), totals []int64) error {
+func collectTotals(n int, reply func(i int) (any, error), totals []origin.Total) error {
 	var failed map[int]error
 	for i := range n {
 		v, err := reply(i)
-		switch total, ok := v.(int64); {
+		switch total, ok := parseTotal(v); {
 		case err == nil && ok:
 			totals[i] = total
 			continue

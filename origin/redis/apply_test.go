@@ -36,7 +36,7 @@ func TestMergeGroups(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			totals := []int64{10, 11, 12, 13, 14}
+			totals := []origin.Total{{Count: 10}, {Count: 11}, {Count: 12}, {Count: 13}, {Count: 14}}
 			got, err := mergeGroups(groups, tc.errs, totals)
 			if tc.wantWhole {
 				var cells *origin.CellErrors

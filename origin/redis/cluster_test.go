@@ -109,7 +109,7 @@ func TestClusterOriginCalls(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Apply: %v", key.Identifier, err)
 		}
-		if totals[0] != 40 || totals[1] != int64(i) {
+		if totals[0].Count != 40 || totals[1].Count != int64(i) {
 			t.Fatalf("%s: Apply totals %v, want [40 %d]", key.Identifier, totals, i)
 		}
 		counts, err := o.Load(ctx, key, cur.Sequence)

@@ -165,7 +165,7 @@ func refusesCellsAlone(t *testing.T, client goredis.UniversalClient) {
 			if errors.Is(err, origin.ErrUnavailable) {
 				t.Fatalf("Apply: %v, a refused cell is not an outage", err)
 			}
-			if totals[0] != 4 || totals[2] != 6 {
+			if totals[0].Count != 4 || totals[2].Count != 6 {
 				t.Fatalf("totals %v, want 4 and 6 for the good cells", totals)
 			}
 			if after, _ := client.Dump(ctx, bad).Result(); after != before {

@@ -44,6 +44,12 @@ type Config struct {
 	// call to a stalled Redis; New logs a warning when it can tell.
 	Client goredis.UniversalClient
 
+	// Region names the region whose global layer the origin serves
+	// (origin.Region: its lease and its queue of nominations). Its keys are
+	// apart for each name, so limiters of two regions that share a Redis
+	// database never share a leader. Default "default".
+	Region string
+
 	// Timeout bounds each Redis call whose context has no deadline, and a
 	// cluster client's first load of its slot map. A caller's own deadline
 	// is used as it is. Default 250ms.

@@ -22,10 +22,10 @@ var ErrInexact = errors.New("redis: check exceeds the exact range of a Redis scr
 const maxExact = 1<<53 - 1
 
 // luaWeight is the weight of the previous cell in a decision script, from
-// prev (its total), ARGV[1] (d), ARGV[5] (its imported count) and rem
+// prev (its total), pimp (its imported count), ARGV[1] (d) and rem
 // (d − elapsed): floor((prev + imported) * rem / d) = q*rem + Q, computed
 // without a product above 2^53 (see decideScript).
-const luaWeight = `local p = prev + tonumber(ARGV[5])
+const luaWeight = `local p = prev + pimp
 local q = math.floor(p / d)
 local r = p - q * d
 if r < 0 then q = q - 1; r = r + d elseif r >= d then q = q + 1; r = r - d end
@@ -58,9 +58,11 @@ end`
 //	ARGV[9…] limit, cost pairs, decided in order
 //
 // It returns {current total, previous total, stale (0/1), the writer's
-// share, admitted (0/1)…}. It reads the current cell with one HMGET (the
-// writer's share, the total and the holder's share) and the previous one
-// with one HGET, and writes with one HSET when it admits or raises
+// share, the current and previous cells' stored imported counts, admitted
+// (0/1)…}. The decision counts ARGV[4..5], the caller's view, not the
+// stored imported counts, which it only returns. It reads the current cell with one HMGET (the writer's
+// share, the total, the holder's share and the imported count) and the
+// previous one with another, and writes with one HSET when it admits or raises
 // anything: Redis counts 3 commands, 4 with a write (5 for a new cell).
 //
 // Without a holder, the writer's share is raised to sent first, and the
@@ -85,12 +87,16 @@ local sent = tonumber(ARGV[3])
 local holder = ARGV[8]
 local keeper = ARGV[7]
 if holder ~= '' then keeper = holder end
-local v = redis.call('HMGET', KEYS[1], ARGV[7], 'n', keeper)
+local v = redis.call('HMGET', KEYS[1], ARGV[7], 'n', keeper, 'i')
 local share, cur, kept = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
-local prev = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
-if share == nil or cur == nil or kept == nil or prev == nil then
+local cimp = tonumber(v[4] or '0')
+local pv = redis.call('HMGET', KEYS[2], 'n', 'i')
+local prev, pimp = tonumber(pv[1] or '0'), tonumber(pv[2] or '0')
+if share == nil or cur == nil or kept == nil or prev == nil or cimp == nil or pimp == nil then
   return redis.error_reply('cell does not hold integers')
 end
+local storedc, storedp = cimp, pimp
+cimp, pimp = tonumber(ARGV[4]), tonumber(ARGV[5])
 local stale, add, unsent = false, 0, 0
 if holder == '' then
   stale = share > sent
@@ -104,8 +110,8 @@ else
   unsent = math.max(0, sent - share)
 end
 ` + luaWeight + `
-local before = cur + add + unsent + tonumber(ARGV[4]) + q * rem + Q
-local out = {0, prev, 0, 0}
+local before = cur + add + unsent + cimp + q * rem + Q
+local out = {0, prev, 0, 0, storedc, storedp}
 if stale then out[3] = 1 end
 for i = 9, #ARGV, 2 do
   local limit, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
@@ -168,14 +174,14 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 			}
 			return err
 		}
-		if len(res) != 4+len(c.Asks) {
+		if len(res) != 6+len(c.Asks) {
 			return fmt.Errorf("%w: decide returned %d values for %d asks", ErrBadValue, len(res), len(c.Asks))
 		}
-		v.Counts = origin.Counts{Current: res[0], Previous: res[1]}
+		v.Counts = origin.Counts{Current: res[0], Previous: res[1], Imported: origin.Imported{Current: res[4], Previous: res[5]}}
 		v.Stale, v.Share = res[2] == 1, res[3]
 		v.Admitted = make([]bool, len(c.Asks))
 		for i := range c.Asks {
-			v.Admitted[i] = res[4+i] == 1
+			v.Admitted[i] = res[6+i] == 1
 		}
 		return nil
 	})

@@ -62,14 +62,14 @@ func TestDecideMatchesWindowArithmetic(t *testing.T) {
 		elapsed   int64
 		cur, prev int64
 		pending   int64
-		imported  origin.Counts
+		imported  origin.Imported
 		asks      []origin.Ask
 	}{
 		{name: "fresh counter admits up to the limit", d: time.Minute, asks: asks(10, 4, 10, 4, 10, 4)},
 		{name: "last unit", d: time.Minute, cur: 9, asks: asks(10, 1, 10, 1)},
 		{name: "pending counts before the asks", d: time.Minute, cur: 5, pending: 5, asks: asks(10, 1)},
 		{name: "previous cell weighs by the time left", d: 10 * time.Second, elapsed: 2500, prev: 8, asks: asks(10, 4, 10, 4)},
-		{name: "imported counts take part", d: time.Minute, elapsed: 30000, cur: 2, imported: origin.Counts{Current: 3, Previous: 6}, asks: asks(10, 2, 10, 1)},
+		{name: "imported counts take part", d: time.Minute, elapsed: 30000, cur: 2, imported: origin.Imported{Current: 3, Previous: 6}, asks: asks(10, 2, 10, 1)},
 		{name: "limit zero", d: time.Second, asks: asks(0, 1)},
 		{name: "cost above the limit, then one that fits", d: time.Second, asks: asks(5, 6, 5, 5)},
 		{name: "last millisecond of a cell", d: time.Minute, elapsed: 59999, prev: 60000, asks: asks(2, 1, 2, 1)},

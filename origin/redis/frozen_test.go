@@ -175,7 +175,7 @@ func TestClusterFrozenMasterCostsOnlyItsCells(t *testing.T) {
 // checkFrozenApply returns what is wrong with the result of an Apply of
 // count sent in every cell while the master of the cells marked onFrozen
 // is frozen ("" if nothing).
-func checkFrozenApply(err error, totals []int64, onFrozen []bool, sent int64) string {
+func checkFrozenApply(err error, totals []origin.Total, onFrozen []bool, sent int64) string {
 	var cellErrs *origin.CellErrors
 	if !errors.As(err, &cellErrs) {
 		return fmt.Sprintf("err = %v, want an *origin.CellErrors", err)
@@ -195,8 +195,8 @@ func checkFrozenApply(err error, totals []int64, onFrozen []bool, sent int64) st
 		}
 	}
 	for i, frozen := range onFrozen {
-		if !frozen && totals[i] != sent {
-			return fmt.Sprintf("total of healthy cell %d is %d, want %d", i, totals[i], sent)
+		if !frozen && totals[i].Count != sent {
+			return fmt.Sprintf("total of healthy cell %d is %d, want %d", i, totals[i].Count, sent)
 		}
 	}
 	return ""

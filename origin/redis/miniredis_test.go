@@ -19,7 +19,7 @@ func TestMiniredisApplyLoadExpire(t *testing.T) {
 	ctx := context.Background()
 	k := origin.Key{Workspace: "w", Namespace: "n", Identifier: "i", Duration: time.Minute}
 	got, err := o.Apply(ctx, []origin.Delta{add(origin.Cell{Key: k, Sequence: 2}, 4), add(origin.Cell{Key: k, Sequence: 1}, 6)})
-	if err != nil || got[0] != 4 || got[1] != 6 {
+	if err != nil || got[0].Count != 4 || got[1].Count != 6 {
 		t.Fatalf("Apply = %v, %v", got, err)
 	}
 	if ttl := mr.TTL(CellKey(origin.Cell{Key: k, Sequence: 2})); ttl != 3*time.Minute {
@@ -53,7 +53,7 @@ func TestMiniredisNoScript(t *testing.T) {
 		}
 		deltas[0].Sent, deltas[1].Sent = round, 10*round // each round's write raises the count
 		got, err := o.Apply(ctx, deltas)
-		if err != nil || got[0] != round || got[1] != 10*round {
+		if err != nil || got[0].Count != round || got[1].Count != 10*round {
 			t.Fatalf("round %d: Apply = %v, %v", round, got, err)
 		}
 	}

@@ -11,8 +11,8 @@ type Op string
 
 // The operations an [Observer] sees.
 const (
-	// OpLoad is one pipeline of two HGETs: the totals of a counter's
-	// current and previous cells.
+	// OpLoad is one pipeline of two HMGETs: the totals and imported
+	// counts of a counter's current and previous cells.
 	OpLoad Op = "load"
 	// OpApply is one pipeline of increment scripts: on a Redis Cluster,
 	// the part of an Apply that goes to one master.
@@ -20,6 +20,10 @@ const (
 	// OpDecide is one script call that decides strict-mode requests
 	// atomically.
 	OpDecide Op = "decide"
+	// OpRegion is one call of the region's global layer (origin.Region):
+	// the lease, the nominations' queue, or on a Redis Cluster the part
+	// of an import that goes to one master.
+	OpRegion Op = "region"
 )
 
 // Outcome classifies how a Redis call ended, for metrics labels.

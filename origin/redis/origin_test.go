@@ -119,7 +119,7 @@ func TestLoadApply(t *testing.T) {
 				t.Fatalf("%s: Apply = %v, want %v", s.name, got, s.want)
 			}
 			for i := range got {
-				if got[i] != s.want[i] {
+				if got[i].Count != s.want[i] {
 					t.Fatalf("%s: Apply = %v, want %v", s.name, got, s.want)
 				}
 			}

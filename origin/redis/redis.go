@@ -38,6 +38,10 @@ var (
 // hex digits) holds that writer's share of it (see [origin.Delta]).
 const totalField = "n"
 
+// importedField is the hash field of a cell's imported count: the other
+// regions' count of it (origin.Region.Import), kept apart from its total.
+const importedField = "i"
+
 // raiseScript raises, for each cell KEYS[i], writer ARGV[3i-2]'s share to
 // ARGV[3i-1] and the cell's total by as much, and returns the totals in
 // order. When a cell is new (its total equals the rise) it sets the expiry
@@ -55,15 +59,15 @@ const totalField = "n"
 var raiseScript = goredis.NewScript(`local out = {}
 for i = 1, #KEYS do
   local key, writer, sent = KEYS[i], ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1])
-  local v = redis.pcall('HMGET', key, writer, 'n')
+  local v = redis.pcall('HMGET', key, writer, 'n', 'i')
   if v.err then
     out[i] = v.err
   else
-    local old, n = tonumber(v[1] or '0'), tonumber(v[2] or '0')
-    if old == nil or n == nil then
+    local old, n, imp = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
+    if old == nil or n == nil or imp == nil then
       out[i] = 'cell does not hold integers'
     elseif sent <= old then
-      out[i] = n
+      out[i] = {n, imp}
     elseif n + (sent - old) > 9007199254740991 then
       out[i] = 'total would pass 2^53-1'
     else
@@ -72,7 +76,7 @@ for i = 1, #KEYS do
       if total == sent - old then
         redis.call('PEXPIRE', key, ARGV[3 * i])
       end
-      out[i] = total
+      out[i] = {total, imp}
     end
   end
 end
@@ -110,6 +114,7 @@ type Origin struct {
 	shards  *shards
 	tracer  trace.Tracer // nil: no spans
 	closed  atomic.Bool
+	keys    regionKeys // of the region's global layer
 }
 
 var _ origin.Origin = (*Origin)(nil)
@@ -128,6 +133,7 @@ func New(cfg Config) (*Origin, error) {
 		minTTL:  cfg.MinTTL.Milliseconds(),
 		log:     cfg.Logger,
 		obs:     cfg.Observer,
+		keys:    newRegionKeys(cfg.Region),
 	}
 	if cfg.TracerProvider != nil {
 		o.tracer = cfg.TracerProvider.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
@@ -186,19 +192,19 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 	var counts origin.Counts
 	err := o.do(ctx, OpLoad, o.shards.route(ctx, cur), 2, func(ctx context.Context) error {
 		pipe := o.client.Pipeline()
-		c := pipe.HGet(ctx, cur, totalField)
-		p := pipe.HGet(ctx, prev, totalField)
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		c := pipe.HMGet(ctx, cur, totalField, importedField)
+		p := pipe.HMGet(ctx, prev, totalField, importedField)
+		if _, err := pipe.Exec(ctx); err != nil {
 			if classify(err) == OutcomeError {
 				return fmt.Errorf("%w: %w", ErrBadValue, err) // a key that is not a Sluice cell
 			}
 			return err
 		}
 		var err error
-		if counts.Current, err = parseCount(c); err != nil {
+		if counts.Current, counts.Imported.Current, err = parseCounts(c); err != nil {
 			return err
 		}
-		counts.Previous, err = parseCount(p)
+		counts.Previous, counts.Imported.Previous, err = parseCounts(p)
 		return err
 	})
 	if err != nil {
@@ -291,6 +297,29 @@ func checkKey(k origin.Key) error {
 		return fmt.Errorf("duration %v is not a positive whole number of milliseconds", k.Duration)
 	}
 	return nil
+}
+
+// parseCounts converts the reply of one HMGET of a cell's total and
+// imported count: a missing key or field is zero.
+func parseCounts(cmd *goredis.SliceCmd) (total, imported int64, err error) {
+	vs, err := cmd.Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(vs) != 2 {
+		return 0, 0, fmt.Errorf("%w: %d values for 2 fields", ErrBadValue, len(vs))
+	}
+	out := [2]int64{}
+	for i, v := range vs {
+		if v == nil {
+			continue
+		}
+		text, _ := v.(string)
+		if out[i], err = strconv.ParseInt(text, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("%w: %q", ErrBadValue, truncate(text, 32))
+		}
+	}
+	return out[0], out[1], nil
 }
 
 // parseCount converts the reply of one HGET: a missing key or field is

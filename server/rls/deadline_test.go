@@ -21,7 +21,7 @@ func (hangingOrigin) Load(ctx context.Context, _ origin.Key, _ int64) (origin.Co
 	return origin.Counts{}, ctx.Err()
 }
 
-func (hangingOrigin) Apply(ctx context.Context, _ []origin.Delta) ([]int64, error) {
+func (hangingOrigin) Apply(ctx context.Context, _ []origin.Delta) ([]origin.Total, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

@@ -1,0 +1,293 @@
+package sluice
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/origin"
+)
+
+// The leader's side of the global layer. The node that holds its region's
+// lease runs the region's rounds: it takes the counts and denials the
+// region's nodes nominated, pulls the other regions' counts and denial rows
+// from the store, imports them into the regional origin (where every node
+// reads them with its hydrations, refreshes and replays), writes the
+// region's counts and denials, announces the region and, every
+// CleanupEvery rounds, deletes expired rows (one node at a time, by the
+// store's lock). The store's work so grows with regions, not with nodes.
+
+// lead takes or renews the region's lease, storing with it the leader's
+// cursors and the regions present, and records whether this node leads.
+// A node that takes the lease (or takes it again after another held it)
+// starts from the cursors the lease carries; a failed call ends its lead
+// until the next call succeeds, so that two nodes never run rounds on one
+// lease's term.
+func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	lease, err := g.region.Lead(ctx, origin.LeaseRequest{
+		Holder:  g.holder,
+		TTL:     time.Duration(leaseIntervals * float64(g.cfg.Interval)),
+		Regions: g.regions,
+		Cursors: origin.Cursors{Counts: int64(g.lead.cursor), Denials: int64(g.lead.denialCursor)},
+	})
+	if err != nil {
+		if g.leading {
+			l.cfg.Logger.Warn("sluice: lost the region's lease; another node runs its global rounds", "err", err)
+		}
+		g.leading = false
+		st.fail(err)
+		return
+	}
+	if lease.Held && (!g.leading || lease.Fence != g.lease.Fence) {
+		g.lead = leaderState{
+			cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
+			counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, received: map[origin.Cell]struct{}{},
+		}
+		l.cfg.Logger.Info("sluice: this node runs its region's global rounds", "region", l.cfg.Region, "fence", lease.Fence)
+	}
+	if !lease.Held && lease.Regions > 0 {
+		g.regions = lease.Regions
+	}
+	g.lease, g.leading = lease, lease.Held
+	_ = now
+}
+
+// leadRound runs the region's round on its leader: it takes the nominations,
+// pulls and imports the other regions' counts, writes the region's, reads
+// and imports the other regions' denial rows (with the pull when the store
+// implements global.PullerWithDenials and both mechanisms run: one read,
+// not two), writes the region's denials, announces the region when due,
+// and cleans up every CleanupEvery rounds.
+func (l *Limiter) leadRound(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	l.takeNominations(ctx, now, st)
+	both, _ := g.cfg.Store.(global.PullerWithDenials)
+	if g.cfg.DisableCounters || g.cfg.DisableDenials {
+		both = nil // one read of the two is enough
+	}
+	var denials []global.Denial
+	if !g.cfg.DisableCounters {
+		denials = l.pull(ctx, both, now, st)
+		l.writeCounts(ctx, now, st)
+	}
+	l.announce(ctx, now, st)
+	if both == nil && !g.cfg.DisableDenials {
+		denials = l.readDenials(ctx, now, st)
+	}
+	l.importDenials(ctx, now, denials, st)
+	l.writeDenials(ctx, now, denials, st)
+	g.lead.rounds++
+	if g.lead.rounds%g.cfg.CleanupEvery == 0 {
+		n, err := g.cfg.Store.Cleanup(ctx, now, cleanupBatch)
+		st.Cleaned = n
+		st.fail(err)
+	}
+}
+
+// takeNominations takes the nominations waiting in the region's queue: the
+// highest nominated count of each cell joins the counts to write, each
+// denial the denials to write (with this region's name, and left out if
+// another region's row for its cell was read).
+func (l *Limiter) takeNominations(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	for range maxTakes {
+		ns, err := g.region.Nominated(ctx, maxTake)
+		if err != nil {
+			st.fail(err)
+			return
+		}
+		for _, n := range ns {
+			switch {
+			case expired(n.Cell, now):
+			case n.Usage == 0:
+				g.lead.counts[n.Cell] = max(g.lead.counts[n.Cell], n.Count)
+			default:
+				g.lead.pendingDenials = append(g.lead.pendingDenials, global.Denial{Cell: n.Cell, Limit: n.Limit,
+					Usage: n.Usage, Region: l.cfg.Region, ExpiresAt: expiresAt(n.Cell)})
+			}
+		}
+		if len(ns) < maxTake {
+			return
+		}
+	}
+}
+
+// pull reads the other regions' counts of every cell changed since the
+// last pull and imports them into the regional origin.
+//
+// With both set, the denial rows are read in the same call and returned,
+// for the caller to import after it has written the region's counts, as it
+// imports those readDenials reads.
+func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now int64, st *GlobalStats) []global.Denial {
+	g := &l.global
+	activeFor := regionsActiveFor * g.cfg.Interval.Milliseconds()
+	var p global.Pull
+	var denials []global.Denial
+	denialCursor := g.lead.denialCursor
+	var err error
+	if both != nil {
+		p, denials, denialCursor, err = both.PullWithDenials(ctx, l.cfg.Region, g.lead.cursor, g.lead.denialCursor, now, activeFor)
+	} else {
+		p, err = g.cfg.Store.Pull(ctx, l.cfg.Region, g.lead.cursor, now, activeFor)
+	}
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
+	imports := make([]origin.Import, 0, len(p.Cells))
+	for _, imp := range p.Cells {
+		if imp.Others > 0 {
+			imports = append(imports, origin.Import{Cell: imp.Cell, Others: imp.Others})
+		}
+		if imp.Own > 0 { // never write again what is stored
+			g.lead.written[imp.Cell] = max(g.lead.written[imp.Cell], imp.Own)
+		}
+	}
+	if local, ok := g.region.(*localRegion); ok {
+		local.floor(p.Cells, now)
+	}
+	if err := g.region.Import(ctx, imports); err != nil {
+		st.fail(err)
+		return denials // the cursor stays: the next pull reads them again
+	}
+	g.lead.cursor, g.lead.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
+	st.Pulled = len(p.Cells)
+	return denials
+}
+
+// writeCounts writes the nominated counts above those written already; a
+// failed write keeps them for the next round.
+func (l *Limiter) writeCounts(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	for k := range g.lead.written {
+		if expired(k, now) {
+			delete(g.lead.written, k)
+		}
+	}
+	var counts []global.Count
+	for k, n := range g.lead.counts {
+		if expired(k, now) || n <= g.lead.written[k] {
+			delete(g.lead.counts, k)
+			continue
+		}
+		counts = append(counts, global.Count{Cell: k, Count: n, ExpiresAt: expiresAt(k)})
+	}
+	if len(counts) == 0 {
+		return
+	}
+	if err := g.cfg.Store.Publish(ctx, l.cfg.Region, counts, now); err != nil {
+		st.fail(err)
+		return
+	}
+	for _, c := range counts {
+		g.lead.written[c.Cell] = c.Count
+		delete(g.lead.counts, c.Cell)
+	}
+	st.Published += len(counts)
+}
+
+// announce announces the region to the store when it has not for
+// announceEvery intervals, publishing or not: the other regions count a
+// region present for regionsActiveFor intervals after it last announced
+// itself, so a live region never lapses, and its leader pays one statement
+// every third round for it, not one a round.
+func (l *Limiter) announce(ctx context.Context, now int64, st *GlobalStats) {
+	g := &l.global
+	if now < g.lead.announceAt {
+		return
+	}
+	if err := g.cfg.Store.Announce(ctx, l.cfg.Region, now); err != nil {
+		st.fail(err)
+		return
+	}
+	g.lead.announceAt = now + announceEvery*g.cfg.Interval.Milliseconds()
+}
+
+// readDenials reads the denial rows other regions wrote since the last
+// read, for a store that does not read them with the pull.
+func (l *Limiter) readDenials(ctx context.Context, now int64, st *GlobalStats) []global.Denial {
+	g := &l.global
+	ds, next, err := g.cfg.Store.Denials(ctx, l.cfg.Region, g.lead.denialCursor, now)
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
+	g.lead.denialCursor = next
+	return ds
+}
+
+// importDenials imports the denial rows other regions wrote into the
+// regional origin: each cell's imported count rises until its usage
+// reaches the row's (the originator's usage, or its limit for a row
+// without one), so every node of the region denies what the originator
+// denied, and after the rollover weighs it as the previous cell. What the
+// row's usage holds of this region's own count is not imported twice: the
+// origin raises the cell's usage to it, not by it (origin.Import).
+//
+// Rows of this region are never imported, even from a store that returns
+// them: the usage they carry is this region's own count.
+func (l *Limiter) importDenials(ctx context.Context, now int64, ds []global.Denial, st *GlobalStats) {
+	g := &l.global
+	for k := range g.lead.received {
+		if expired(k, now) {
+			delete(g.lead.received, k)
+		}
+	}
+	var imports []origin.Import
+	for _, d := range ds {
+		if d.Region == l.cfg.Region {
+			continue
+		}
+		usage := d.Usage
+		if usage <= 0 {
+			usage = d.Limit
+		}
+		imports = append(imports, origin.Import{Cell: d.Cell, Usage: usage})
+		g.lead.received[d.Cell] = struct{}{}
+	}
+	if len(imports) == 0 {
+		return
+	}
+	if err := g.region.Import(ctx, imports); err != nil {
+		st.fail(err)
+		return
+	}
+	st.DenialsSynced += len(imports)
+}
+
+// writeDenials writes the denials taken, in batches of DenialBatch,
+// leaving out the cells of another region's rows (read, the round's read
+// included): the store keeps the first row of a cell, so a row of this
+// region's after another region's would change nothing and only cost a
+// write. (Regions often deny a counter within one round of each other.) A
+// batch the store refuses is dropped, not retried: a denial is worth
+// something only while its window lasts, and the originating region
+// enforces it anyway.
+func (l *Limiter) writeDenials(ctx context.Context, now int64, read []global.Denial, st *GlobalStats) {
+	g := &l.global
+	for _, d := range read {
+		if d.Region != l.cfg.Region {
+			g.lead.received[d.Cell] = struct{}{}
+		}
+	}
+	pending := slices.DeleteFunc(g.lead.pendingDenials, func(d global.Denial) bool {
+		_, ok := g.lead.received[d.Cell]
+		if ok {
+			st.DenialsLeft++
+		}
+		return ok || d.ExpiresAt <= now
+	})
+	g.lead.pendingDenials = nil
+	for len(pending) > 0 {
+		batch := pending[:min(len(pending), g.cfg.DenialBatch)]
+		pending = pending[len(batch):]
+		if err := g.cfg.Store.EmitDenials(ctx, batch); err != nil {
+			st.DenialsLost += len(batch)
+			st.fail(err)
+			continue
+		}
+		st.DenialsSent += len(batch)
+	}
+}

@@ -1,0 +1,92 @@
+package sluice_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	globalmemory "github.com/sluicehq/sluice/global/memory"
+	"github.com/sluicehq/sluice/internal/drive"
+	"github.com/sluicehq/sluice/origin/memory"
+)
+
+// leaderSeen keeps whether the last global round ran on the region's leader.
+type leaderSeen struct {
+	ignoring
+	leader bool
+	rounds int
+}
+
+func (o *leaderSeen) GlobalRound(st sluice.GlobalStats) { o.leader, o.rounds = st.Leader, o.rounds+1 }
+
+// TestLeaderFailsOver runs region a's two nodes on one origin and region b
+// beside them, a round every third of an interval. Only a1, which took the
+// lease first, runs a's rounds and talks to the store. Then a1 stalls (it
+// runs no more rounds): a2 takes over within two intervals, carries on from
+// the cursors a1 stored, and b keeps seeing a's counts, each written once.
+func TestLeaderFailsOver(t *testing.T) {
+	const interval, limit, d = time.Second, 100, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(5000*d.Milliseconds() + 1000)
+	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
+	shared := memory.New(clock.now)
+	seen := []*leaderSeen{{}, {}, {}}
+	var nodes []drivenNode
+	for i, region := range []string{"a", "a", "b"} {
+		cfg := sluice.Config{Region: region, Clock: clock.now, Observer: seen[i],
+			Global: &sluice.GlobalConfig{Store: store, Interval: interval}}
+		if region == "a" {
+			cfg.Origin = shared
+		}
+		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
+		nodes = append(nodes, drivenNode{l, h})
+	}
+	a1, a2, b := nodes[0], nodes[1], nodes[2]
+	ctx := context.Background()
+	round := func(ns ...drivenNode) {
+		t.Helper()
+		clock.advance(interval / drive.RoundsPerInterval)
+		for _, n := range ns {
+			_ = n.SyncGlobal(ctx)
+		}
+	}
+	round(a1, a2, b)
+	if !seen[0].leader || seen[1].leader || !seen[2].leader {
+		t.Fatalf("leaders after the first round: a1 %v, a2 %v, b %v; want a1 and b", seen[0].leader, seen[1].leader, seen[2].leader)
+	}
+	spend := func(n drivenNode, cost int64) {
+		t.Helper()
+		if res, _ := n.Ratelimit(ctx, req("busy", limit, cost, d, time.Time{})); !res.Success {
+			t.Fatalf("denied %d", cost)
+		}
+		n.Flush()
+	}
+	spend(a2, 60)
+	round(a1, a2, b)
+	round(a1, a2, b)
+	if res, _ := b.Ratelimit(ctx, req("busy", limit, 0, d, time.Time{})); res.Current != 60 || store.of("a") != 1 {
+		t.Fatalf("before the stall: b sees %d, a wrote %d rows; want 60 and 1", res.Current, store.of("a"))
+	}
+	for i := range 2 * drive.RoundsPerInterval { // a1 stalls for two intervals
+		round(a2, b)
+		if seen[1].leader {
+			t.Logf("a2 took over %d rounds (%v) after a1's last", i+1, time.Duration(i+1)*interval/drive.RoundsPerInterval)
+			break
+		}
+	}
+	if !seen[1].leader {
+		t.Fatal("a2 did not take over within two intervals of a1's last round")
+	}
+	spend(a2, 20)
+	round(a2, b)
+	round(a2, b)
+	if res, _ := b.Ratelimit(ctx, req("busy", limit, 0, d, time.Time{})); res.Current != 80 || store.of("a") != 2 {
+		t.Fatalf("after the failover: b sees %d, a wrote %d rows; want 80 and 2 (nothing written twice)", res.Current, store.of("a"))
+	}
+	a1Rounds := seen[0].rounds
+	round(a1, a2, b) // a1 comes back: it has lost the lease and runs no round of a's
+	if seen[0].leader || !seen[1].leader || seen[0].rounds != a1Rounds+1 {
+		t.Fatalf("a1 back: leader %v, a2 leader %v; want a2 alone", seen[0].leader, seen[1].leader)
+	}
+}

@@ -1,0 +1,286 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/origin"
+)
+
+// MaxNominations is the most nominations the region's queue holds (see
+// [origin.Region.Nominate]); past it the oldest are dropped.
+const MaxNominations = 1 << 20
+
+// regionKeys are the keys of a region's global layer:
+//
+//	sl2:{global}:<len(region)>:<region>:lease   the holder, expiring with the lease
+//	sl2:{global}:<len(region)>:<region>:term    fence, since, regions, cursors
+//	sl2:{global}:<len(region)>:<region>:outbox  the queue of nominations
+//
+// They share one hash tag, so that a Redis Cluster serves them from one
+// slot, and hold the region's name length-prefixed, so that no two names
+// share a key.
+type regionKeys struct{ lease, term, outbox string }
+
+func newRegionKeys(region string) regionKeys {
+	if region == "" {
+		region = "default"
+	}
+	base := KeyPrefix + ":{global}:" + strconv.Itoa(len(region)) + ":" + region + ":"
+	return regionKeys{lease: base + "lease", term: base + "term", outbox: base + "outbox"}
+}
+
+// termTTL is how long the term's state outlives the last lease: long
+// enough for any outage of the leaders, short enough not to stay forever.
+const termTTL = 7 * 24 * time.Hour
+
+var _ origin.Region = (*Origin)(nil)
+
+// leadScript takes or renews the lease (see [origin.Region.Lead]).
+//
+//	KEYS[1]  the lease key, KEYS[2] the term key (see regionKeys)
+//	ARGV[1]  holder, ARGV[2] TTL in ms, ARGV[3] regions,
+//	ARGV[4]  counts cursor, ARGV[5] denials cursor, ARGV[6] termTTL in ms
+//
+// It returns {held (0/1), holder, fence, since, regions, counts cursor,
+// denials cursor}. The lease's start is Redis's own clock (TIME), so two
+// holders never hold it at once by that clock.
+var leadScript = goredis.NewScript(`
+local holder = redis.call('GET', KEYS[1])
+local held = 0
+if not holder or holder == ARGV[1] then
+  held = 1
+  if holder then
+    redis.call('HSET', KEYS[2], 'regions', ARGV[3], 'c', ARGV[4], 'd', ARGV[5])
+  else
+    local t = redis.call('TIME')
+    redis.call('HINCRBY', KEYS[2], 'fence', 1)
+    redis.call('HSET', KEYS[2], 'since', string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000)))
+    holder = ARGV[1]
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
+local h = redis.call('HMGET', KEYS[2], 'fence', 'since', 'regions', 'c', 'd')
+return {held, holder, h[1] or '0', h[2] or '0', h[3] or '0', h[4] or '0', h[5] or '0'}
+`)
+
+// Lead takes or renews the region's lease in one script call, atomic in
+// Redis (see [origin.Region]).
+func (o *Origin) Lead(ctx context.Context, r origin.LeaseRequest) (origin.Lease, error) {
+	if r.Holder == "" || r.TTL < time.Millisecond {
+		return origin.Lease{}, fmt.Errorf("%w: lead: a holder and a TTL of 1ms or more are required", ErrInvalidCell)
+	}
+	keys := []string{o.keys.lease, o.keys.term}
+	args := []any{r.Holder, r.TTL.Milliseconds(), r.Regions, r.Cursors.Counts, r.Cursors.Denials, termTTL.Milliseconds()}
+	var l origin.Lease
+	err := o.do(ctx, OpRegion, o.shards.route(ctx, o.keys.lease), 0, func(ctx context.Context) error {
+		res, err := runScript(ctx, o.client, leadScript, keys, args).Slice()
+		if err != nil {
+			return err
+		}
+		l, err = parseLease(res)
+		return err
+	})
+	return l, err
+}
+
+// parseLease reads the reply of leadScript.
+func parseLease(res []any) (origin.Lease, error) {
+	if len(res) != 7 {
+		return origin.Lease{}, fmt.Errorf("%w: lead returned %d values", ErrBadValue, len(res))
+	}
+	held, _ := res[0].(int64)
+	holder, _ := res[1].(string)
+	var n [5]int64
+	for i := range n {
+		text, _ := res[2+i].(string)
+		v, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return origin.Lease{}, fmt.Errorf("%w: lease field %q", ErrBadValue, truncate(text, 32))
+		}
+		n[i] = v
+	}
+	return origin.Lease{Held: held == 1, Holder: holder, Fence: n[0], Since: n[1], Regions: int(n[2]),
+		Cursors: origin.Cursors{Counts: n[3], Denials: n[4]}}, nil
+}
+
+// Nominate appends ns to the region's queue and trims it to its newest
+// [MaxNominations], in one pipeline.
+func (o *Origin) Nominate(ctx context.Context, ns []origin.Nomination) error {
+	if len(ns) == 0 {
+		return nil
+	}
+	items := make([]any, len(ns))
+	for i, n := range ns {
+		items[i] = encodeNomination(n)
+	}
+	return o.do(ctx, OpRegion, o.shards.route(ctx, o.keys.outbox), 0, func(ctx context.Context) error {
+		pipe := o.client.Pipeline()
+		pipe.RPush(ctx, o.keys.outbox, items...)
+		pipe.LTrim(ctx, o.keys.outbox, -MaxNominations, -1)
+		return execPipeline(ctx, pipe)
+	})
+}
+
+// Nominated pops up to max nominations from the region's queue, oldest
+// first. An entry that does not decode (written by another version) is
+// skipped.
+func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	var out []origin.Nomination
+	err := o.do(ctx, OpRegion, o.shards.route(ctx, o.keys.outbox), 0, func(ctx context.Context) error {
+		pipe := o.client.Pipeline()
+		cmd := pipe.LPopCount(ctx, o.keys.outbox, max)
+		if err := execPipeline(ctx, pipe); err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		items, err := cmd.Result()
+		if errors.Is(err, goredis.Nil) {
+			return nil
+		}
+		for _, it := range items {
+			if n, ok := decodeNomination(it); ok {
+				out = append(out, n)
+			}
+		}
+		return err
+	})
+	return out, err
+}
+
+// importScript raises a cell's imported count (see [origin.Import]).
+//
+//	KEYS[1]  the cell
+//	ARGV[1]  others, ARGV[2] usage, ARGV[3] expiry in ms of a new cell
+var importScript = goredis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'n', 'i')
+local n, imp = tonumber(v[1] or '0'), tonumber(v[2] or '0')
+if n == nil or imp == nil then
+  return redis.error_reply('cell does not hold integers')
+end
+local want = math.min(math.max(imp, tonumber(ARGV[1]), tonumber(ARGV[2]) - n), 9007199254740991)
+if want > imp then
+  redis.call('HSET', KEYS[1], 'i', string.format('%d', want))
+  if not v[1] and not v[2] then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+end
+return 0
+`)
+
+// Import raises each import's cell's imported count with one script call
+// per cell, in one pipeline per master (see [origin.Region]). A master
+// that fails fails its cells alone: the error names the first failure and
+// the others are imported.
+func (o *Origin) Import(ctx context.Context, imports []origin.Import) error {
+	keys := make([]string, len(imports))
+	for i, im := range imports {
+		if err := checkKey(im.Cell.Key); err != nil {
+			return fmt.Errorf("%w (import %d): %w", ErrInvalidCell, i, err)
+		}
+		keys[i] = CellKey(im.Cell)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	groups := o.groups(ctx, keys)
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for gi, g := range groups {
+		wg.Go(func() {
+			errs[gi] = o.do(ctx, OpRegion, g.route, len(g.cells), func(ctx context.Context) error {
+				return o.importCells(ctx, g.cells, keys, imports)
+			})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// importCells runs importScript on the cells of one group in one pipeline,
+// again with EVAL for those Redis answered NOSCRIPT.
+func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, imports []origin.Import) error {
+	cmds := make([]*goredis.Cmd, len(cells))
+	send := func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd {
+		im := imports[cells[j]]
+		k, args := keys[cells[j]:cells[j]+1], []any{im.Others, im.Usage, o.ttl(im.Cell.Duration)}
+		if withSha {
+			return importScript.EvalSha(ctx, p, k, args...)
+		}
+		return importScript.Eval(ctx, p, k, args...)
+	}
+	pipe := o.client.Pipeline()
+	for j := range cells {
+		cmds[j] = send(pipe, j, true)
+	}
+	_ = execPipeline(ctx, pipe)
+	retry, again := o.client.Pipeline(), false
+	for j, c := range cmds {
+		if isNoScript(c.Err()) {
+			cmds[j], again = send(retry, j, false), true
+		}
+	}
+	if again {
+		_ = execPipeline(ctx, retry)
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeNomination encodes n as
+//
+//	<seq>:<duration ms>:<count>:<limit>:<usage>:<len>:<ws><len>:<ns><len>:<id>
+//
+// length-prefixed, so that any bytes in the strings decode back.
+func encodeNomination(n origin.Nomination) string {
+	b := make([]byte, 0, 64+len(n.Cell.Workspace)+len(n.Cell.Namespace)+len(n.Cell.Identifier))
+	for _, v := range []int64{n.Cell.Sequence, n.Cell.Duration.Milliseconds(), n.Count, n.Limit, n.Usage} {
+		b = strconv.AppendInt(b, v, 10)
+		b = append(b, ':')
+	}
+	for _, s := range []string{n.Cell.Workspace, n.Cell.Namespace, n.Cell.Identifier} {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	return string(b)
+}
+
+// decodeNomination decodes what encodeNomination encoded.
+func decodeNomination(s string) (origin.Nomination, bool) {
+	var v [5]int64
+	for i := range v {
+		j := strings.IndexByte(s, ':')
+		n, err := strconv.ParseInt(s[:max(j, 0)], 10, 64)
+		if j < 0 || err != nil {
+			return origin.Nomination{}, false
+		}
+		v[i], s = n, s[j+1:]
+	}
+	var str [3]string
+	for i := range str {
+		j := strings.IndexByte(s, ':')
+		n, err := strconv.Atoi(s[:max(j, 0)])
+		if j < 0 || err != nil || n < 0 || n > len(s)-j-1 {
+			return origin.Nomination{}, false
+		}
+		str[i], s = s[j+1:j+1+n], s[j+1+n:]
+	}
+	if s != "" || v[1] <= 0 {
+		return origin.Nomination{}, false
+	}
+	key := origin.Key{Workspace: str[0], Namespace: str[1], Identifier: str[2], Duration: time.Duration(v[1]) * time.Millisecond}
+	return origin.Nomination{Cell: origin.Cell{Key: key, Sequence: v[0]}, Count: v[2], Limit: v[3], Usage: v[4]}, true
+}

@@ -1,0 +1,62 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/origintest"
+)
+
+// TestRegion runs origintest's cases of origin.Region against one Redis and
+// a Redis Cluster, each under a region name of its own. A lease lapses by
+// Redis's clock, so the test waits out its TTL of 200ms once per run.
+func TestRegion(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	lapse := func() { time.Sleep(ttl + 50*time.Millisecond) }
+	t.Run("one Redis", func(t *testing.T) {
+		origintest.Region(t, newOrigin(t, Config{Client: realRedis(t), Region: workspace(t)}), ttl, lapse)
+	})
+	t.Run("Redis Cluster", func(t *testing.T) {
+		origintest.Region(t, newOrigin(t, Config{Client: clusterClient(t), Region: workspace(t)}), ttl, lapse)
+	})
+}
+
+// TestRegionsApart has two regions share one Redis database: each has a
+// lease and a queue of its own.
+func TestRegionsApart(t *testing.T) {
+	client := realRedis(t)
+	a := newOrigin(t, Config{Client: client, Region: workspace(t) + "-a"})
+	b := newOrigin(t, Config{Client: client, Region: workspace(t) + "-b"})
+	for name, o := range map[string]*Origin{"a": a, "b": b} {
+		l, err := o.Lead(t.Context(), origin.LeaseRequest{Holder: name, TTL: time.Minute})
+		if err != nil || !l.Held {
+			t.Fatalf("region %s: %+v, %v; want its own lease", name, l, err)
+		}
+	}
+	if err := a.Nominate(t.Context(), []origin.Nomination{{Count: 1, Cell: origin.Cell{Key: origin.Key{Duration: time.Second}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Nominated(t.Context(), 10); err != nil || len(got) != 0 {
+		t.Fatalf("b took %v, %v; want none of a's", got, err)
+	}
+}
+
+// FuzzNomination checks that every nomination decodes to itself, and that
+// no input makes the decoder panic.
+func FuzzNomination(f *testing.F) {
+	f.Add("w", "n:1:", "\xff{}", int64(3), int64(60000), int64(5), int64(100), int64(0))
+	f.Add("", "", "", int64(-1), int64(1), int64(0), int64(0), int64(9))
+	f.Fuzz(func(t *testing.T, ws, ns, id string, seq, ms, count, limit, usage int64) {
+		if ms <= 0 || ms > 1<<40 {
+			ms = 1
+		}
+		n := origin.Nomination{Cell: origin.Cell{Key: origin.Key{Workspace: ws, Namespace: ns, Identifier: id, Duration: time.Duration(ms) * time.Millisecond}, Sequence: seq},
+			Count: count, Limit: limit, Usage: usage}
+		got, ok := decodeNomination(encodeNomination(n))
+		if !ok || got != n {
+			t.Fatalf("round trip of %+v: %+v, %v", n, got, ok)
+		}
+		_, _ = decodeNomination(ws + ":" + id) // arbitrary bytes: never a panic
+	})
+}
