@@ -145,16 +145,21 @@ type Config struct {
 }
 
 // GlobalConfig configures the global layer, through which the regions of a
-// deployment converge: each node publishes its region's counts of busy
-// counters and pulls the other regions', and propagates denials of abusive
-// counters. The limiter never calls the store on the request path.
+// deployment converge: each region publishes its counts of busy counters and
+// pulls the other regions', and propagates denials of abusive counters. One
+// node per region at a time, elected through the regional origin when it is
+// an origin.Region (the Redis and memory origins), talks to the store; the
+// others reach it through the origin. The limiter never calls the store on
+// the request path.
 type GlobalConfig struct {
 	// Store holds what the regions share (global/mysql, global/memory, or
 	// your own). Required.
 	Store global.Store
 
-	// Interval paces the rounds: publish, pull and denial sync. Each wait
-	// is the interval ±20%, so nodes do not write in step. Default 5s.
+	// Interval paces the rounds: publish, pull and denial sync. Every node
+	// runs three rounds an interval, each wait a third of it ±20%, so that
+	// nodes do not write in step; a region's lease lasts 1.25 intervals.
+	// Default 5s.
 	Interval time.Duration
 
 	// Timeout bounds one round's calls to the store. Default 5s.

@@ -5,14 +5,18 @@
 //
 //   - Global counters: each region publishes its own regional count of each
 //     active window cell (a G-Counter with one entry per region: an entry only
-//     grows, and is written as max(stored, new)). Every node reads back, per
+//     grows, and is written as max(stored, new)). Its leader reads back, per
 //     cell, the sum of the other regions' entries as the cell's imported count,
-//     and its own region's entry as a floor for its regional count.
+//     and its own region's entry, above which alone it writes again.
 //   - Denial propagation: the first qualifying denial of a cell writes one
 //     row naming the cell at its originating sequence, the limit and when the
-//     row stops mattering; every node of the other regions applies active
-//     rows to that exact cell. A region never reads back its own rows: its
-//     nodes hold its counts through its regional origin already.
+//     row stops mattering; the other regions import active rows into that
+//     exact cell. A region never reads back its own rows: its nodes hold its
+//     counts through its regional origin already.
+//
+// One node per region at a time (its leader, elected through the regional
+// origin: see origin.Region) calls a Store; calls from several nodes of a
+// region are safe too, as the cluster origin's nodes make them.
 //
 // The limiter never calls a Store on the request path: publish, pull, denial
 // sync and cleanup run in the limiter's background loop, and a failing Store
