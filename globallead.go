@@ -43,7 +43,8 @@ func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 	if lease.Held && (!g.leading || lease.Fence != g.lease.Fence) {
 		g.lead = leaderState{
 			cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
-			counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, received: map[origin.Cell]struct{}{},
+			counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[origin.Cell]int64{},
+			received: map[origin.Cell]struct{}{},
 		}
 		l.cfg.Logger.Info("sluice: this node runs its region's global rounds", "region", l.cfg.Region, "fence", lease.Fence)
 	}
@@ -136,9 +137,14 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		st.fail(err)
 		return nil
 	}
+	for k := range g.lead.imported {
+		if expired(k, now) {
+			delete(g.lead.imported, k)
+		}
+	}
 	imports := make([]origin.Import, 0, len(p.Cells))
 	for _, imp := range p.Cells {
-		if imp.Others > 0 {
+		if imp.Others > g.lead.imported[imp.Cell] {
 			imports = append(imports, origin.Import{Cell: imp.Cell, Others: imp.Others})
 		}
 		if imp.Own > 0 { // never write again what is stored
@@ -151,6 +157,9 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 	if err := g.region.Import(ctx, imports); err != nil {
 		st.fail(err)
 		return denials // the cursor stays: the next pull reads them again
+	}
+	for _, im := range imports {
+		g.lead.imported[im.Cell] = im.Others
 	}
 	g.lead.cursor, g.lead.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
 	st.Pulled = len(p.Cells)

@@ -120,6 +120,11 @@ type leaderState struct {
 	// each cell written to the store.
 	counts  map[origin.Cell]int64
 	written map[origin.Cell]int64
+	// imported is the other regions' count of each cell the leader last
+	// imported: a pull that reads a cell again (its own region's row
+	// changed, or a row reached the cursor twice) imports it only if it
+	// rose.
+	imported map[origin.Cell]int64
 	// received holds the cells of other regions' denial rows read, until
 	// they expire: a denial of this region's for one of them is not
 	// written (the store keeps the first row of a cell).

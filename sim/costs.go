@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,8 +47,25 @@ type Costs struct {
 	CellsPerNode     int64 `json:"cells_per_node"`
 	HeapBytesPerNode int64 `json:"heap_bytes_per_node"`
 	// OverAdmission is OverPct: what the deployment admitted above the
-	// exact model, in percent of the model's admissions.
-	OverAdmission float64 `json:"over_admission"`
+	// exact model, in percent of the model's admissions; UnderAdmission is
+	// UnderPct, what it admitted below it.
+	OverAdmission  float64 `json:"over_admission"`
+	UnderAdmission float64 `json:"under_admission"`
+	// Identities is the number of identities the scenario sends requests
+	// for (Identifiers).
+	Identities int `json:"identities"`
+	// RedisFloorCallsPerRequest is the floor under RedisCallsPerRequest of
+	// any regional store keyed by identity whose nodes decide from their
+	// own memory: a read and a write for each node, identity and window
+	// the node served, divided by the requests (shared origin; 0 in
+	// cluster mode).
+	RedisFloorCallsPerRequest float64 `json:"redis_floor_calls_per_request"`
+	// MySQLRowsReadPerSecond is the rows the global layer's MySQL store
+	// would read, in all regions, per second of virtual time, counted as
+	// MariaDB's Handler_read_* counts them: for each read, every region's
+	// row of each changed cell it returns, the index entry of the change,
+	// and its clock row; the denial rows returned (see readRows).
+	MySQLRowsReadPerSecond float64 `json:"mysql_rows_read_per_second"`
 }
 
 // RedisSplit is a figure of Redis commands split by the origin call that
@@ -188,4 +206,33 @@ func resp(args ...string) int64 {
 		n += 1 + len(strconv.Itoa(len(a))) + 2 + len(a) + 2
 	}
 	return int64(n)
+}
+
+// served counts the distinct (node, identity, window) triples that
+// requests reached, for the floor of the Redis commands a request takes
+// (Costs.RedisFloorCallsPerRequest): a bit per node and identity, cleared
+// when the window changes (requests come in time order).
+type served struct {
+	words  int // uint64 words per identity
+	bits   []uint64
+	window int64
+	pairs  int64
+}
+
+func newServed(ids, nodes int) *served {
+	words := (nodes + 63) / 64
+	return &served{words: words, bits: make([]uint64, ids*words), window: math.MinInt64}
+}
+
+// see records that a request of identity id in window reached node.
+func (s *served) see(id, node int, window int64) {
+	if window != s.window {
+		clear(s.bits)
+		s.window = window
+	}
+	w, b := id*s.words+node/64, uint64(1)<<(node%64)
+	if s.bits[w]&b == 0 {
+		s.bits[w] |= b
+		s.pairs++
+	}
 }

@@ -210,6 +210,17 @@ type globalCounts struct {
 	// denials 1, an announce 1, a cleanup 4) and one per chunk of
 	// mysqlChunkRows rows written (a publish of no row sends nothing).
 	rows, statements atomic.Int64
+	// rowsRead is what the MySQL store's reads would read (see readRows).
+	rowsRead atomic.Int64
+}
+
+// readRows counts the rows a read of the MySQL store reads, as MariaDB's
+// Handler_read_* counts them: for each changed cell it returns, the index
+// entry of the change and every present region's row of the cell (an
+// upper bound: a cell has a row of the regions that published it only),
+// each denial row returned, and the clock row.
+func (g *globalCounts) readRows(p global.Pull, denials int) {
+	g.rowsRead.Add(int64(len(p.Cells)*(1+max(p.Regions, 1)) + denials + 1))
 }
 
 // mysqlChunkRows is the MySQL store's rows per INSERT (its default).
@@ -312,7 +323,11 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 		return global.Pull{}, global.ErrUnavailable
 	}
 	f.n.wrote(0, 1) // the cells, the clock and the regions in one statement
-	return f.Store.Pull(ctx, region, cursor, now, activeFor)
+	p, err := f.Store.Pull(ctx, region, cursor, now, activeFor)
+	if err == nil {
+		f.n.readRows(p, 0)
+	}
+	return p, err
 }
 
 // PullWithDenials implements [global.PullerWithDenials], as the MySQL
@@ -322,7 +337,11 @@ func (f *faultyGlobal) PullWithDenials(ctx context.Context, region string, curso
 		return global.Pull{}, nil, denialCursor, global.ErrUnavailable
 	}
 	f.n.wrote(0, 1) // the cells, the denials, the clock and the regions in one statement
-	return f.Store.(global.PullerWithDenials).PullWithDenials(ctx, region, cursor, denialCursor, now, activeFor)
+	p, ds, next, err := f.Store.(global.PullerWithDenials).PullWithDenials(ctx, region, cursor, denialCursor, now, activeFor)
+	if err == nil {
+		f.n.readRows(p, len(ds))
+	}
+	return p, ds, next, err
 }
 
 // EmitDenials implements [global.Store].
@@ -342,7 +361,11 @@ func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global
 		return nil, cursor, global.ErrUnavailable
 	}
 	f.n.wrote(0, 1) // the rows and the clock in one statement
-	return f.Store.Denials(ctx, region, cursor, now)
+	ds, next, err := f.Store.Denials(ctx, region, cursor, now)
+	if err == nil {
+		f.n.readRows(global.Pull{}, len(ds))
+	}
+	return ds, next, err
 }
 
 // Cleanup implements [global.Store].

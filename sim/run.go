@@ -32,6 +32,7 @@ type Result struct {
 	Identifiers int     `json:"identifiers"`
 	Skew        float64 `json:"skew,omitempty"`
 	Traffic     Traffic `json:"traffic"`
+	Balance     Balance `json:"balance"`
 	// FailureDetection is the scenario's, in cluster mode.
 	FailureDetection string `json:"failure_detection,omitempty"`
 	// ReplayInterval, GlobalInterval and OriginMargin are the scenario's,
@@ -78,7 +79,7 @@ type Result struct {
 
 	// Identities holds the figures of each identifier; of the 100 admitted
 	// most above the model when there are more.
-	Identities []Identity `json:"identities"`
+	Identities []Identity `json:"worst_identities"`
 	// Series holds the admissions per fixed window (all identifiers
 	// together) of each node (one region) or each region; ReferenceSeries
 	// the model's.
@@ -326,9 +327,9 @@ func Run(s Scenario, seed uint64) (Result, error) {
 	end := start + int64(s.Windows)*d
 	rng := rand.New(rand.NewPCG(seed, 0x5171ce))
 	rate := s.Load * float64(s.Limit) * float64(s.Identifiers) / float64(d) // requests per ms
-	pool := s.Regions * s.Nodes
+	pool, regions := s.Regions*s.Nodes, s.Regions
 	if s.Traffic == TrafficOneRegion {
-		pool = s.Nodes
+		pool, regions = s.Nodes, 1
 	}
 	ids := make([]identity, s.Identifiers)
 	for i := range ids {
@@ -346,7 +347,11 @@ func Run(s Scenario, seed uint64) (Result, error) {
 		if ms >= end {
 			return event{}, false, nil
 		}
-		return event{ms: ms, id: pick(), cost: 1, node: rng.IntN(pool)}, true, nil
+		id := pick()
+		if s.Balance == BalanceHash {
+			return event{ms: ms, id: id, cost: 1, node: rng.IntN(regions)*s.Nodes + hashNode(id, s.Nodes)}, true, nil
+		}
+		return event{ms: ms, id: id, cost: 1, node: rng.IntN(pool)}, true, nil
 	}
 	res, err := simulate(s, seed, start, ids, next)
 	if err != nil {
@@ -356,6 +361,16 @@ func Run(s Scenario, seed uint64) (Result, error) {
 	res.Band = &band
 	res.InBand = band.Contains(res.OverPct)
 	return res, nil
+}
+
+// hashNode returns the node of a region of nodes that identity id hashes
+// to (splitmix64), as a ring-hash load balancer keyed by the identity
+// would pick it.
+func hashNode(id, nodes int) int {
+	z := uint64(id) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return int((z ^ z>>31) % uint64(nodes))
 }
 
 // identity is one counter's namespace and identifier.

@@ -55,6 +55,20 @@ const (
 	TrafficOneRegion Traffic = "one-region"
 )
 
+// Balance says how a region's load balancer picks the node of a request.
+type Balance string
+
+const (
+	// BalanceRandom sends each request to a node of its region picked at
+	// random (round robin and least-requests balancers spread the same
+	// way).
+	BalanceRandom Balance = "random"
+	// BalanceHash sends every request of an identity to the node of its
+	// region that the identity hashes to, as a ring-hash load balancer
+	// (Envoy's, say) keyed by the identity does.
+	BalanceHash Balance = "hash"
+)
+
 // OriginKind says how the nodes of a region converge.
 type OriginKind string
 
@@ -153,6 +167,9 @@ type Scenario struct {
 	Skew float64
 	// Traffic says which nodes receive the requests (default even).
 	Traffic Traffic
+	// Balance says how a region's load balancer picks the node of a
+	// request (default random).
+	Balance Balance
 	// Origin says how the nodes of a region converge (default shared).
 	Origin OriginKind
 	// FailureDetection is how long, in cluster mode, the nodes of a region
@@ -223,6 +240,9 @@ func (s Scenario) withDefaults() Scenario {
 	if s.Traffic == "" {
 		s.Traffic = TrafficEven
 	}
+	if s.Balance == "" {
+		s.Balance = BalanceRandom
+	}
 	if s.ReplayInterval == 0 {
 		s.ReplayInterval = DefaultReplayInterval
 	}
@@ -271,6 +291,8 @@ func (s Scenario) Validate() error {
 		return bad("skew", "%v is not above 1 (a Zipf exponent; 0 for uniform)", s.Skew)
 	case s.Traffic != "" && s.Traffic != TrafficEven && s.Traffic != TrafficOneRegion:
 		return bad("traffic", "%q is neither %q nor %q", s.Traffic, TrafficEven, TrafficOneRegion)
+	case s.Balance != "" && s.Balance != BalanceRandom && s.Balance != BalanceHash:
+		return bad("balance", "%q is neither %q nor %q", s.Balance, BalanceRandom, BalanceHash)
 	case s.ReplayInterval < 0 || s.ReplayInterval%time.Millisecond != 0:
 		return bad("replay_interval", "%v is not a whole, non-negative number of milliseconds", s.ReplayInterval)
 	case s.GlobalInterval < 0 || s.GlobalInterval%time.Millisecond != 0:

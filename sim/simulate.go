@@ -54,7 +54,8 @@ type run struct {
 	origins []originCounts
 	global  globalCounts
 	rpcs    atomic.Int64
-	cells   int64 // the most cells one node held at a replay round
+	cells   int64   // the most cells one node held at a replay round
+	served  *served // the (node, identity, window) triples requests reached
 
 	// What comes next besides the requests, in Unix ms.
 	changes    []change // of nodes, in time order
@@ -82,6 +83,7 @@ func deploy(s Scenario, seed uint64, start int64, ids []identity) (*run, error) 
 		latency: newLatency(s, seed),
 		lb:      rerouter{rng: rand.New(rand.NewPCG(seed, 0x4e7a11))},
 		origins: make([]originCounts, s.Regions),
+		served:  newServed(len(ids), s.Regions*s.Nodes),
 		changes: scheduleChanges(s, start),
 		tally:   newTally(s, start, len(ids)),
 
@@ -320,6 +322,7 @@ func (r *run) nodeRound(ctx context.Context, at int64) {
 func (r *run) serve(ctx context.Context, ev event) error {
 	r.clock.set(ev.ms)
 	i := r.lb.live(r.nodes, ev.node, r.s.Nodes)
+	r.served.see(ev.id, i, ev.ms/r.s.Window.Milliseconds())
 	n := r.nodes[i]
 	id := r.ids[ev.id]
 	res, err := n.l.Ratelimit(ctx, sluice.Request{
@@ -425,7 +428,7 @@ func (r *run) settings() Result {
 	res := Result{
 		Scenario: s.Name, Description: s.Description,
 		Regions: s.Regions, Nodes: s.Nodes, Limit: s.Limit, Window: fmtDuration(s.Window), Windows: s.Windows,
-		Load: s.Load, Identifiers: len(r.ids), Skew: s.Skew, Traffic: s.Traffic,
+		Load: s.Load, Identifiers: len(r.ids), Skew: s.Skew, Traffic: s.Traffic, Balance: s.Balance,
 		ReplayInterval: fmtDuration(s.ReplayInterval), OriginMargin: s.OriginMargin,
 		Requests: r.tally.requests, ReferenceSeries: r.tally.refSeries, InBand: true, Seed: r.seed,
 		OriginLoss: s.OriginLoss, GlobalLoss: s.GlobalLoss,
@@ -537,6 +540,7 @@ func (r *run) countCosts(res *Result) {
 			Decide: ratio(decide, res.Requests), Global: ratio(region, res.Requests)}
 		c.RedisCallsPerSecond = perSecond(commands)
 		c.RedisKeysWrittenPerRequest = ratio(keys, res.Requests)
+		c.RedisFloorCallsPerRequest = ratio(2*r.served.pairs, res.Requests)
 		c.OriginBytesPerNodePerSecond = round(float64(bytes)/seconds/float64(r.s.Regions*r.s.Nodes), 1)
 	}
 	c.PeerCallsPerRequest = res.Origin.RPCsPerRequest
@@ -544,7 +548,9 @@ func (r *run) countCosts(res *Result) {
 	c.MySQLStatementsPerSecond = perSecond(r.global.statements.Load())
 	c.CellsPerNode = r.cells
 	c.HeapBytesPerNode = r.cells * (cellHeapBytes + r.identityBytes())
-	c.OverAdmission = res.OverPct
+	c.OverAdmission, c.UnderAdmission = res.OverPct, res.UnderPct
+	c.Identities = len(r.ids)
+	c.MySQLRowsReadPerSecond = perSecond(r.global.rowsRead.Load())
 }
 
 // identityBytes returns the mean bytes of an identity's strings, which a

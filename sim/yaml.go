@@ -125,7 +125,7 @@ func (p *parser) fields(n *yaml.Node, prefix string, known, required []string, s
 
 var (
 	scenarioFields = []string{"name", "description", "regions", "nodes", "limit", "window", "windows", "load",
-		"identifiers", "skew", "traffic", "origin", "failure_detection", "replay_interval", "global_interval", "origin_margin",
+		"identifiers", "skew", "traffic", "balance", "origin", "failure_detection", "replay_interval", "global_interval", "origin_margin",
 		"replay_latency", "replay_jitter", "origin_loss", "global_loss", "global_latency",
 		"faults", "band"}
 	scenarioRequired = []string{"name", "nodes", "limit", "window", "windows", "load", "band"}
@@ -162,6 +162,8 @@ func (p *parser) scenario(n *yaml.Node) (Scenario, error) {
 			s.Skew, err = p.number(v, path)
 		case "traffic":
 			s.Traffic, err = named[Traffic](p, v, path)
+		case "balance":
+			s.Balance, err = named[Balance](p, v, path)
 		case "origin":
 			s.Origin, err = named[OriginKind](p, v, path)
 		case "failure_detection":
