@@ -20,39 +20,80 @@ import (
 
 // lead takes or renews the region's lease, storing with it the leader's
 // cursors and the regions present, and records whether this node leads.
-// A node that takes the lease (or takes it again after another held it)
-// starts from the cursors the lease carries; a failed call ends its lead
-// until the next call succeeds, so that two nodes never run rounds on one
-// lease's term.
+// A node that takes the lease after another held it starts from the
+// cursors the lease carries, keeping what it took and knows it wrote (the
+// region's counts only grow). A failed call ends its lead once the lease
+// it last renewed would have lapsed: until then a round may still run on
+// it, which at worst does some of the next leader's work again (every
+// write and import only raises counts).
 func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
+	ttl := time.Duration(leaseIntervals * float64(g.cfg.Interval))
 	lease, err := g.region.Lead(ctx, origin.LeaseRequest{
 		Holder:  g.holder,
-		TTL:     time.Duration(leaseIntervals * float64(g.cfg.Interval)),
+		TTL:     ttl,
 		Regions: g.regions,
 		Cursors: origin.Cursors{Counts: int64(g.lead.cursor), Denials: int64(g.lead.denialCursor)},
 	})
 	if err != nil {
-		if g.leading {
-			l.cfg.Logger.Warn("sluice: lost the region's lease; another node runs its global rounds", "err", err)
+		if g.leading && now >= g.renewedAt+ttl.Milliseconds() {
+			g.leading = false
+			l.cfg.Logger.Warn("sluice: could not renew the region's lease; another node runs its global rounds", "err", err)
 		}
-		g.leading = false
 		st.fail(err)
 		return
 	}
-	if lease.Held && (!g.leading || lease.Fence != g.lease.Fence) {
-		g.lead = leaderState{
-			cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
-			counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[origin.Cell]int64{},
-			received: map[origin.Cell]struct{}{},
-		}
+	switch {
+	case lease.Held && g.lead.counts == nil:
+		g.lead = newLeaderState(lease)
 		l.cfg.Logger.Info("sluice: this node runs its region's global rounds", "region", l.cfg.Region, "fence", lease.Fence)
+	case lease.Held && lease.Fence != g.lease.Fence:
+		g.lead.cursor, g.lead.denialCursor = global.Cursor(lease.Cursors.Counts), global.Cursor(lease.Cursors.Denials)
+		l.cfg.Logger.Info("sluice: this node runs its region's global rounds again", "region", l.cfg.Region, "fence", lease.Fence)
+	case !lease.Held && g.leading:
+		l.handBack(ctx, st)
 	}
 	if !lease.Held && lease.Regions > 0 {
 		g.regions = lease.Regions
 	}
+	if lease.Held {
+		g.renewedAt = now
+	}
 	g.lease, g.leading = lease, lease.Held
-	_ = now
+}
+
+// handBack hands the counts and denials this node took as leader and has
+// not written to the region's new leader, as nominations, when another node
+// took the lease. Those it cannot hand back are lost (and the denials
+// counted): a count is nominated again as it grows.
+func (l *Limiter) handBack(ctx context.Context, st *GlobalStats) {
+	g := &l.global
+	ns := make([]origin.Nomination, 0, len(g.lead.counts)+len(g.lead.pendingDenials))
+	for k, n := range g.lead.counts {
+		ns = append(ns, origin.Nomination{Cell: k, Count: n})
+	}
+	for _, d := range g.lead.pendingDenials {
+		ns = append(ns, origin.Nomination{Cell: d.Cell, Limit: d.Limit, Usage: d.Usage})
+	}
+	clear(g.lead.counts)
+	g.lead.pendingDenials = nil
+	if len(ns) == 0 {
+		return
+	}
+	if err := g.region.Nominate(ctx, ns); err != nil {
+		st.DenialsLost += len(ns) - len(g.lead.counts)
+		st.fail(err)
+	}
+}
+
+// newLeaderState returns the state of a node that takes its region's lease
+// for the first time: the cursors the lease carries, nothing taken.
+func newLeaderState(lease origin.Lease) leaderState {
+	return leaderState{
+		cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
+		counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[origin.Cell]int64{},
+		received: map[origin.Cell]struct{}{},
+	}
 }
 
 // leadRound runs the region's round on its leader: it takes the nominations,

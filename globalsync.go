@@ -98,6 +98,9 @@ type globalState struct {
 	// that this node held it then.
 	lease   origin.Lease
 	leading bool
+	// renewedAt is when (Unix ms, the limiter's clock) this node last
+	// took or renewed the lease.
+	renewedAt int64
 	// published is, per cell, the highest count of this region this node
 	// nominated for publication (or, alone in its region, knows to be
 	// stored) and when it last rose: what its publication rule compares

@@ -70,7 +70,9 @@ func (c *cellCollector) read() error {
 	var keys []string
 	iter := c.client.Scan(ctx, 0, "sl2:*", 1000).Iterator()
 	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+		if !strings.HasPrefix(iter.Val(), "sl2:{global}:") { // the global layer's lease and queue, not cells
+			keys = append(keys, iter.Val())
+		}
 	}
 	if err := iter.Err(); err != nil || len(keys) == 0 {
 		return err
@@ -96,16 +98,19 @@ func (c *cellCollector) read() error {
 }
 
 // cellTotals returns a cell hash's total (field n) and the sum of its
-// writers' shares (every other field). An expired cell is empty: 0, 0.
+// writers' shares (every other field but i, the other regions' imported
+// count). An expired cell is empty: 0, 0.
 func cellTotals(fields map[string]string) (n, shares int64, err error) {
 	for f, v := range fields {
 		x, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("field %s: %w", f, err)
 		}
-		if f == "n" {
+		switch f {
+		case "n":
 			n = x
-		} else {
+		case "i":
+		default:
 			shares += x
 		}
 	}

@@ -152,11 +152,12 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 }
 
 // The commands of the Redis origin's origin.Region calls: the lease script
-// (GET, SET, PEXPIRE, HMGET and the script's call; HSET while held), RPUSH
-// and LTRIM for nominations, LPOP for taking them, and the import script
-// for a cell (its call, HMGET, HSET).
+// (its call, GET and HMGET; HSET, SET and PEXPIRE too when the caller holds
+// the lease), RPUSH and LTRIM for nominations, LPOP for taking them, and
+// the import script for a cell (its call, HMGET, HSET).
 const (
-	leadCommands      = 6
+	leadCommands      = 3
+	leadHeldCommands  = 6
 	nominateCommands  = 2
 	nominatedCommands = 1
 	importCommands    = 3

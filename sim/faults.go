@@ -96,8 +96,13 @@ func (f faultyRegion) Lead(ctx context.Context, r origin.LeaseRequest) (origin.L
 	if f.fail() {
 		return origin.Lease{}, origin.ErrUnavailable
 	}
-	f.n.redis.region(leadCommands)
-	return f.region.Lead(ctx, r)
+	l, err := f.region.Lead(ctx, r)
+	if l.Held {
+		f.n.redis.region(leadHeldCommands)
+	} else {
+		f.n.redis.region(leadCommands)
+	}
+	return l, err
 }
 
 // Nominate implements [origin.Region].

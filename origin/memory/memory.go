@@ -155,7 +155,9 @@ func (s *Store) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Tota
 	defer s.mu.Unlock()
 	for i, d := range deltas {
 		totals[i].Count, _ = s.raiseLocked(d.Cell, d.Writer, d.Sent, now)
-		_, totals[i].Imported = s.readLocked(d.Cell, now)
+		if e := s.cells.Peek(d.Cell); e != nil && e.expiresAt > now { // the write used it already
+			totals[i].Imported = e.imported
+		}
 	}
 	return totals, nil
 }

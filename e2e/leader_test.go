@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"math"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/origin"
+	"github.com/sluicehq/sluice/origin/redis"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// globalWork is what the global layer cost MariaDB over a run.
+type globalWork struct {
+	statements, rowsRead float64 // per second
+	requests             int
+}
+
+// TestGlobalWorkGrowsWithRegions runs two regions of `sluice serve` on one
+// MariaDB (each region on its own Redis database, a round every third of a
+// second), first with one node per region, then with three, under the same
+// load at the limits (spreadLoadAt: 200 identifiers, 40 per 8 s each, every
+// request to a node of either region at random) for 16 s. One node of each
+// region, its leader, talks to MariaDB, so the statements and rows read a
+// second (MariaDB's Com_* and Handler_read_* counters) are the same, within
+// 10%, with one node per region and with three; the statements match the
+// simulation of the same requests (sim.RunTrace) within 20% (its rows read
+// are logged beside MariaDB's: the simulation's count of them is an
+// estimate that leaves out what the upserts and the regions' table read). Halfway through the
+// three-node run the leader of the first region is killed (SIGKILL): another
+// node of the region reports itself leader within two intervals, every
+// request sent to the live nodes is answered, and no region's stored count
+// of a cell passes what the region's Redis holds (nothing written twice).
+func TestGlobalWorkGrowsWithRegions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two runs of 16 s on real processes")
+	}
+	var one, three globalWork
+	t.Run("one node per region", func(t *testing.T) { one = globalRun(t, 1, false) }) // its processes stop with it
+	t.Run("three nodes per region", func(t *testing.T) { three = globalRun(t, 3, true) })
+	for _, c := range []struct {
+		name      string
+		one, more float64
+	}{
+		{"MySQL statements per second", one.statements, three.statements},
+		{"MySQL rows read per second", one.rowsRead, three.rowsRead},
+	} {
+		t.Logf("%s: %.1f with one node per region, %.1f with three", c.name, c.one, c.more)
+		if math.Abs(c.one-c.more) > 0.10*max(c.one, c.more) {
+			t.Errorf("%s: %.1f with one node per region, %.1f with three: more than 10%% apart", c.name, c.one, c.more)
+		}
+	}
+}
+
+// globalRun runs the load on two regions of perRegion nodes each, killing
+// the first region's leader halfway if kill is set, and returns what
+// MariaDB counted, after comparing it with the simulation.
+func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
+	t.Helper()
+	const (
+		ids      = 200
+		limit    = 40
+		d        = 8 * time.Second
+		run      = 2 * d
+		interval = time.Second
+	)
+	addr, dsn := testenv.RedisAddr(t), testenv.MySQLDSN(t)
+	ws := fmt.Sprintf("e2e-leader-%d-%d", perRegion, time.Now().UnixNano())
+	var nodes []*node
+	for i, region := range []string{"eu", "us"} {
+		url := fmt.Sprintf("redis://%s/%d", addr, 12+i)
+		for range perRegion {
+			nodes = append(nodes, start(t, nil, "--redis-url", url, "--mysql-dsn", dsn, "--store", "sqlite",
+				"--region", fmt.Sprintf("%s-%d", region, perRegion), "--global-interval", interval.String(),
+				"--root-key", rk+":"+ws))
+		}
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	begin := time.Now().Truncate(d).Add(d)
+	time.Sleep(time.Until(begin) - 300*time.Millisecond)
+	leader := leaderOf(t, nodes[:perRegion])
+	killAt := begin.Add(run / 2)
+	live := func(due time.Time) []*node {
+		if !kill || due.Before(killAt.Add(-time.Second)) { // a request in flight at the kill would fail
+			return nodes
+		}
+		var out []*node
+		for _, n := range nodes {
+			if n != leader {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if kill {
+		go func() {
+			time.Sleep(time.Until(killAt))
+			_ = leader.cmd.Process.Signal(syscall.SIGKILL)
+		}()
+	}
+	before := mysqlCounters(t, db)
+	sent := spreadLoadAt(1, live, "leader", 13, ids, limit, d, begin, run)
+	time.Sleep(time.Until(begin.Add(run)) + 200*time.Millisecond)
+	after := mysqlCounters(t, db)
+	if len(sent.failures) > 0 {
+		t.Fatalf("%d requests failed, e.g. %s", len(sent.failures), sent.failures[0])
+	}
+	if kill {
+		checkTakeover(t, nodes[:perRegion], leader, killAt, 2*interval)
+	}
+	for i, region := range []string{"eu", "us"} {
+		checkNothingTwice(t, db, ws, fmt.Sprintf("%s-%d", region, perRegion), fmt.Sprintf("redis://%s/%d", addr, 12+i))
+	}
+	w := globalWork{statements: (after.statements - before.statements) / run.Seconds(),
+		rowsRead: (after.read - before.read) / run.Seconds(), requests: len(sent.results)}
+	compareWithSimulation(t, w, sent, nodes, perRegion, limit, d, run, interval)
+	return w
+}
+
+// checkNothingTwice checks that no count row region wrote for workspace ws
+// passes the cell's total in the region's Redis: a count written twice
+// (after a failover, say) would.
+func checkNothingTwice(t *testing.T, db *sql.DB, ws, region, redisURL string) {
+	t.Helper()
+	opts, err := goredis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(opts)
+	defer rdb.Close()
+	rows, err := db.QueryContext(t.Context(), "SELECT namespace, identifier, duration_ms, seq, count FROM sluice_global_counters WHERE workspace = ? AND region = ?", ws, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var ns, id string
+		var ms, seq, count int64
+		if err := rows.Scan(&ns, &id, &ms, &seq, &count); err != nil {
+			t.Fatal(err)
+		}
+		key := origin.Key{Workspace: ws, Namespace: ns, Identifier: id, Duration: time.Duration(ms) * time.Millisecond}
+		total, err := rdb.HGet(t.Context(), redis.CellKey(origin.Cell{Key: key, Sequence: seq}), "n").Int64()
+		if err != nil || count > total {
+			t.Errorf("region %s, %s window %d: %d stored, %d (%v) in its Redis", region, id, seq, count, total, err)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("region %s: %d count rows, none above its Redis total", region, n)
+}
+
+// leaderOf returns the node of region that reports itself its leader.
+func leaderOf(t *testing.T, region []*node) *node {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range region {
+			if strings.Contains(n.metrics(), "\nsluice_global_leader 1\n") {
+				return n
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no node of the region reports itself leader")
+	return nil
+}
+
+// checkTakeover checks that a node of region other than the killed one
+// took the lease within within of the kill, by the lease's start.
+func checkTakeover(t *testing.T, region []*node, killed *node, at time.Time, within time.Duration) {
+	t.Helper()
+	for _, n := range region {
+		if n == killed {
+			continue
+		}
+		m := n.metrics()
+		if !strings.Contains(m, "\nsluice_global_leader 1\n") {
+			continue
+		}
+		var since float64
+		for _, line := range strings.Split(m, "\n") {
+			if v, ok := strings.CutPrefix(line, "sluice_global_leader_since_seconds "); ok {
+				_, _ = fmt.Sscan(v, &since)
+			}
+		}
+		took := time.UnixMilli(int64(since * 1000)).Sub(at)
+		t.Logf("a node took the lease %v after the leader was killed", took.Round(time.Millisecond))
+		if took > within {
+			t.Errorf("the lease changed hands %v after the kill, want within %v", took, within)
+		}
+		return
+	}
+	t.Error("no live node of the region leads it after the kill")
+}
+
+// compareWithSimulation replays the requests answered through sluice sim's
+// deployment of the same shape and compares its MySQL statements and rows
+// read a second with what MariaDB counted, within 20%.
+func compareWithSimulation(t *testing.T, w globalWork, sent loadResult, nodes []*node, perRegion int, limit int, d, run, interval time.Duration) {
+	t.Helper()
+	res, err := sim.RunTrace(traceOf(sent.results, nodes, "leader", perRegion), sim.TraceDeployment{
+		Name: "leader", Regions: 2, Nodes: perRegion, Limit: int64(limit), Window: d, GlobalInterval: interval,
+	}, 13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := float64(res.Windows) * d.Seconds() / run.Seconds()
+	for _, c := range []struct {
+		name           string
+		real, simulate float64
+		bound          bool
+	}{
+		{"MySQL statements per second", w.statements, res.MySQLStatementsPerSecond * scale, true},
+		{"MySQL rows read per second", w.rowsRead, res.MySQLRowsReadPerSecond * scale, false},
+	} {
+		t.Logf("%d nodes per region, %s: %.1f real, %.1f simulated", perRegion, c.name, c.real, c.simulate)
+		if c.bound && math.Abs(c.real-c.simulate) > 0.20*max(c.real, c.simulate) {
+			t.Errorf("%d nodes per region, %s: %.1f real, %.1f simulated: more than 20%% apart", perRegion, c.name, c.real, c.simulate)
+		}
+	}
+}
