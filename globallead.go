@@ -28,7 +28,7 @@ import (
 // write and import only raises counts).
 func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
-	ttl := time.Duration(leaseIntervals * float64(g.cfg.Interval))
+	ttl := max(time.Duration(leaseIntervals*float64(g.cfg.Interval)), minLease)
 	lease, err := g.region.Lead(ctx, origin.LeaseRequest{
 		Holder:  g.holder,
 		TTL:     ttl,

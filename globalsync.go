@@ -73,6 +73,11 @@ const roundsPerInterval = drive.RoundsPerInterval
 // round: within 1.25 + 0.4 intervals of the leader's last renewal.
 const leaseIntervals = 1.25
 
+// minLease is the shortest lease, whatever the interval: a lease of a few
+// milliseconds (intervals that short serve tests) would change hands at
+// every pause of a process.
+const minLease = 250 * time.Millisecond
+
 // maxTake is the most nominations a leader takes from its region's queue
 // in one call, and maxTakes the most calls of one round or flush: a round
 // takes at most maxTake × maxTakes nominations, the rest waits (bounded

@@ -220,20 +220,25 @@ type globalCounts struct {
 }
 
 // readRows counts the rows a read of the MySQL store reads, as MariaDB's
-// Handler_read_* counts them: for each changed cell it returns, the index
-// entry of the change and every present region's row of the cell (an
-// upper bound: a cell has a row of the regions that published it only),
-// each denial row returned, and the clock row.
+// Handler_read_* counts them, measured on MariaDB 10.11 for reads of 100
+// to 2,200 cells over 2 and 5 regions: about 8.8 for each changed cell it
+// returns and 1.33 for each region's row of the cell (every present
+// region's, an upper bound), a row for each present region (the regions'
+// table) and each denial row returned.
 func (g *globalCounts) readRows(p global.Pull, denials int) {
-	g.rowsRead.Add(int64(len(p.Cells)*(1+max(p.Regions, 1)) + denials + 1))
+	regions := float64(max(p.Regions, 1))
+	g.rowsRead.Add(int64(float64(len(p.Cells))*(8.8+1.33*regions)+regions) + int64(denials))
 }
 
 // mysqlChunkRows is the MySQL store's rows per INSERT (its default).
 const mysqlChunkRows = 500
 
 // wrote counts a call that writes rows in chunks, after extra statements.
+// An upsert reads the row it updates: a row read for each row written (an
+// upper bound: a new row reads none).
 func (g *globalCounts) wrote(rows, extra int) {
 	g.rows.Add(int64(rows))
+	g.rowsRead.Add(int64(rows))
 	g.statements.Add(int64(extra + (rows+mysqlChunkRows-1)/mysqlChunkRows))
 }
 
