@@ -192,8 +192,9 @@ type GlobalConfig struct {
 	// Default 1s.
 	DenialFlush time.Duration
 
-	// CleanupEvery is the number of rounds between two cleanups of expired
-	// rows (one node at a time does the work). Default 12 (a minute at the
+	// CleanupEvery is the number of intervals between two cleanups of
+	// expired rows, which the region's leader runs (and one node at a time
+	// of all regions, by the store's lock). Default 12 (a minute at the
 	// default interval).
 	CleanupEvery int
 }

@@ -101,7 +101,8 @@ func newLeaderState(lease origin.Lease) leaderState {
 // and imports the other regions' denial rows (with the pull when the store
 // implements global.PullerWithDenials and both mechanisms run: one read,
 // not two), writes the region's denials, announces the region when due,
-// and cleans up every CleanupEvery rounds.
+// and cleans up every CleanupEvery intervals (CleanupEvery ×
+// roundsPerInterval rounds).
 func (l *Limiter) leadRound(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	l.takeNominations(ctx, now, st)
@@ -121,7 +122,7 @@ func (l *Limiter) leadRound(ctx context.Context, now int64, st *GlobalStats) {
 	l.importDenials(ctx, now, denials, st)
 	l.writeDenials(ctx, now, denials, st)
 	g.lead.rounds++
-	if g.lead.rounds%g.cfg.CleanupEvery == 0 {
+	if g.lead.rounds%(g.cfg.CleanupEvery*roundsPerInterval) == 0 {
 		n, err := g.cfg.Store.Cleanup(ctx, now, cleanupBatch)
 		st.Cleaned = n
 		st.fail(err)

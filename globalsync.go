@@ -208,9 +208,10 @@ func (l *Limiter) runGlobal(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-rounds:
+			start := time.Now()
 			_ = l.syncGlobal(ctx)
-			if timer != nil {
-				timer.Reset(l.nextRound(&nextRound))
+			if timer != nil { // the next round is due a span after this one began, not after it ended
+				timer.Reset(max(l.nextRound(&nextRound)-time.Since(start), 0))
 			}
 		case <-flush:
 			if l.denialsDue(nextRound) {
