@@ -15,7 +15,8 @@
 #
 # Every server gets the rules of tools/rlsload/rls (gubernator: the same
 # limits carried by each request). The peers are not built here: see
-# docs/benchmarks.md for how they were built and run.
+# docs/benchmarks.md for how they were built and run. CLIENTS picks the
+# clients (default both: rlsload rlsload-gzip).
 #
 #   DUR=8s ROUNDS=2 RATELIMIT_BIN=/path/ratelimit GUBERNATOR_BIN=/path/gubernator tools/rlsload/compare.sh
 set -euo pipefail
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/../.."
 DUR=${DUR:-5s}
 ROUNDS=${ROUNDS:-2}
 REDIS=${REDIS:-127.0.0.1:6379}
+CLIENTS=${CLIENTS:-rlsload rlsload-gzip}
 bin=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$bin"' EXIT
@@ -75,7 +77,7 @@ measure() { # target client domain descriptors
 }
 
 run() {
-  for client in rlsload rlsload-gzip; do
+  for client in $CLIENTS; do
     for domain in edge edge-denied; do
       for d in 1 3; do
         for round in $(seq "$ROUNDS"); do
