@@ -38,8 +38,9 @@ func invariantNodes(t interface{ Fatal(...any) }, n int, store origin.Origin, cf
 }
 
 // TestLocalViewNeverExceedsRegion drives several limiters on one memory
-// origin with random single requests, batches (some always roll back), time
-// steps and pauses that let replays land, and after every step checks every
+// origin with random single requests, batches (some always roll back),
+// reports of usage after the fact (one or two, counted whatever the
+// limit: what a report counts is admitted), time steps and pauses that let replays land, and after every step checks every
 // node's committed count of every cell against what the region admitted on
 // it.
 func TestLocalViewNeverExceedsRegion(t *testing.T) {
@@ -79,7 +80,7 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 		}
 		for step := range rapid.IntRange(1, 120).Draw(t, "steps") {
 			var did string
-			switch rapid.IntRange(0, 9).Draw(t, "action") {
+			switch rapid.IntRange(0, 11).Draw(t, "action") {
 			case 0, 1, 2, 3:
 				r := draw("")
 				node := rapid.IntRange(0, len(nodes)-1).Draw(t, "node")
@@ -92,28 +93,11 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 				}
 				did = fmt.Sprintf("node %d: %+v -> %v", node, r, res.Success)
 			case 4, 5:
-				rs := make([]Request, rapid.IntRange(1, 3).Draw(t, "batch size"))
-				for i := range rs {
-					rs[i] = draw("batch ")
+				var rs []Request
+				rs, did = invariantBatch(t, nodes, draw, false)
+				for _, r := range rs {
+					admitted[cellOf(r)] += r.Cost
 				}
-				if rapid.Bool().Draw(t, "roll back") { // a request no limit admits
-					rs = append(rs, Request{Namespace: "inv", Identifier: "closed", Limit: 0, Duration: time.Second, Cost: 1, Time: clock()})
-				}
-				node := rapid.IntRange(0, len(nodes)-1).Draw(t, "node")
-				out, err := nodes[node].RatelimitMany(ctx, rs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				all := true
-				for _, o := range out {
-					all = all && o.Success
-				}
-				if all {
-					for _, r := range rs {
-						admitted[cellOf(r)] += r.Cost
-					}
-				}
-				did = fmt.Sprintf("node %d: batch of %d -> %v", node, len(rs), all)
 			case 6, 7:
 				step := rapid.SampledFrom([]int64{1, 10, 99, 100, 400, 1000}).Draw(t, "ms")
 				now.Add(step)
@@ -121,6 +105,12 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 			case 8:
 				time.Sleep(3 * time.Millisecond) // replays land and merge back
 				did = "pause"
+			case 10, 11: // usage after the fact: counted whatever the limit
+				var rs []Request
+				rs, did = invariantBatch(t, nodes, draw, true)
+				for _, r := range rs {
+					admitted[cellOf(r)] += r.Cost
+				}
 			default:
 				did = "nothing"
 			}
@@ -138,6 +128,47 @@ func TestLocalViewNeverExceedsRegion(t *testing.T) {
 			}
 		}
 	})
+}
+
+// invariantBatch sends a batch of requests drawn with draw to a node drawn
+// from nodes and returns the requests the region admitted, and what it
+// did. A batch of RatelimitMany (report false) may hold a request no limit
+// admits, so that it rolls back: then none is admitted. A batch of
+// ReportMany (report true) holds one or two reports, and every one counts.
+func invariantBatch(t *rapid.T, nodes []*Limiter, draw func(string) Request, report bool) ([]Request, string) {
+	ctx := context.Background()
+	if report {
+		rs := []Request{draw("report ")}
+		if rapid.Bool().Draw(t, "report batch") {
+			rs = append(rs, draw("report "))
+		}
+		node := rapid.IntRange(0, len(nodes)-1).Draw(t, "node")
+		if _, err := nodes[node].ReportMany(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+		return rs, fmt.Sprintf("node %d: %d reports", node, len(rs))
+	}
+	rs := make([]Request, rapid.IntRange(1, 3).Draw(t, "batch size"))
+	for i := range rs {
+		rs[i] = draw("batch ")
+	}
+	if rapid.Bool().Draw(t, "roll back") { // a request no limit admits
+		rs = append(rs, Request{Namespace: "inv", Identifier: "closed", Limit: 0, Duration: time.Second, Cost: 1, Time: rs[0].Time})
+	}
+	node := rapid.IntRange(0, len(nodes)-1).Draw(t, "node")
+	out, err := nodes[node].RatelimitMany(ctx, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := true
+	for _, o := range out {
+		all = all && o.Success
+	}
+	did := fmt.Sprintf("node %d: batch of %d -> %v", node, len(rs), all)
+	if !all {
+		return nil, did
+	}
+	return rs, did
 }
 
 // TestLocalViewNeverExceedsRegionConcurrently runs the same invariant with

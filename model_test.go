@@ -67,6 +67,23 @@ func (m *model) limit(r sluice.Request) sluice.Response {
 	return m.answer(r, before, ok)
 }
 
+// report counts r whatever the limit says (Limiter.Report): the cell
+// grows by r.Cost and the answer passes with the state after it.
+func (m *model) report(r sluice.Request) sluice.Response {
+	cell, before := m.state(r)
+	m.cells[cell] += r.Cost
+	return m.answer(r, before, true)
+}
+
+// reportMany counts every report of a batch in order (Limiter.ReportMany).
+func (m *model) reportMany(rs []sluice.Request) []sluice.Response {
+	out := make([]sluice.Response, len(rs))
+	for i, r := range rs {
+		out[i] = m.report(r)
+	}
+	return out
+}
+
 // limitMany decides a batch all-or-nothing, on a copy of the counts.
 func (m *model) limitMany(rs []sluice.Request) []sluice.Response {
 	trial := &model{cells: map[modelCell]int64{}}

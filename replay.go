@@ -433,21 +433,27 @@ func (r *replayer) sendQueued() bool {
 	return true
 }
 
-// lost returns the cells still queued or parked for replay and their
-// unconfirmed increments, with the reservation writes not sent (each
-// counted as a cell).
+// lost returns the cells still queued or parked for replay with
+// increments the origin has not confirmed, and those increments, with the
+// reservation writes not sent (each counted as a cell). A cell queued with
+// nothing unconfirmed lost nothing: an admission that raced Close was
+// taken back after it queued the cell (see Limiter.accepted).
 func (r *replayer) lost() (cells, increments int64) {
 	cells, increments = r.reservedLeft()
+	count := func(c *cell) {
+		if n := c.unconfirmed(); n > 0 {
+			increments += n
+			cells++
+		}
+	}
 	for c := r.head.Load(); c != nil; c = c.next {
-		increments += c.unconfirmed()
-		cells++
+		count(c)
 	}
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
 	for _, c := range append(r.waiting[:len(r.waiting):len(r.waiting)], r.parked...) {
 		if c.flags.Load()&flagDirty == 0 { // counted above otherwise
-			increments += c.unconfirmed()
-			cells++
+			count(c)
 		}
 	}
 	return cells, increments
