@@ -223,6 +223,14 @@ func (f failingLimiter) RatelimitMany(context.Context, []sluice.Request) ([]slui
 	return nil, f.err
 }
 
+func (f failingLimiter) Report(context.Context, sluice.Request) (sluice.Response, error) {
+	return sluice.Response{}, f.err
+}
+
+func (f failingLimiter) ReportMany(context.Context, []sluice.Request) ([]sluice.Response, error) {
+	return nil, f.err
+}
+
 // failingStore is a memStore whose override reads and writes fail with err.
 type failingStore struct {
 	*memStore
@@ -260,6 +268,9 @@ func TestServerErrorsAreGeneric(t *testing.T) {
 		{"limiter failure", revealing, nil, "limit", body, 500},
 		{"limiter failure in multiLimit", revealing, nil, "multiLimit", "[" + body + "]", 500},
 		{"limiter cut", fmt.Errorf("origin "+secret+": %w", context.DeadlineExceeded), nil, "limit", body, 503},
+		{"limiter failure in report", revealing, nil, "report", body, 500},
+		{"limiter failure in multiReport", revealing, nil, "multiReport", "[" + body + "]", 500},
+		{"limiter cut in report", fmt.Errorf("origin "+secret+": %w", sluice.ErrClosed), nil, "report", body, 503},
 		{"store failure on write", nil, revealing, "setOverride", override, 500},
 		{"store failure on read", nil, revealing, "getOverride", `{"namespace":"n","identifier":"i"}`, 500},
 		{"store unreachable", nil, fmt.Errorf("store/mysql: %w: %w", store.ErrUnavailable, revealing), "listOverrides", `{"namespace":"n"}`, 503},

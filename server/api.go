@@ -90,7 +90,16 @@ func limiterError(err error, loc string) *apiError {
 	}
 }
 
-func (s *Server) limit(c *call) *apiError {
+func (s *Server) limit(c *call) *apiError { return s.one(c, s.cfg.Limiter.Ratelimit, false) }
+
+// report is ratelimit.report: the body of ratelimit.limit, counted as
+// usage after the fact (sluice.Limiter.Report) and answered like it.
+func (s *Server) report(c *call) *apiError { return s.one(c, s.cfg.Limiter.Report, true) }
+
+// one serves a limit or report body with call (Ratelimit or Report).
+// Reports count in the metrics as outcome "reported" and are no decisions
+// for the analytics.
+func (s *Server) one(c *call, call func(context.Context, sluice.Request) (sluice.Response, error), report bool) *apiError {
 	in, es := decodeLimit(c.body)
 	if len(es) > 0 {
 		return badRequest(es)
@@ -99,16 +108,11 @@ func (s *Server) limit(c *call) *apiError {
 	if e != nil {
 		return e
 	}
-	res, err := s.cfg.Limiter.Ratelimit(c.ctx, req)
+	res, err := call(c.ctx, req)
 	if err != nil {
 		return limiterError(err, "body")
 	}
-	if m := s.cfg.Metrics; m != nil {
-		m.decision(req.Namespace, res.Success)
-	}
-	if a := s.cfg.Analytics; a != nil {
-		a.Record(c.workspace, req.Namespace, req.Identifier, res.Success, c.start)
-	}
+	s.record(c, req, res.Success, report)
 	if span := c.span; span != nil {
 		span.SetAttributes(AttrNamespace.String(req.Namespace), AttrSuccess.Bool(res.Success))
 		if overrideID != "" {
@@ -126,7 +130,34 @@ func (s *Server) limit(c *call) *apiError {
 	return nil
 }
 
-func (s *Server) multiLimit(c *call) *apiError {
+// record counts a decision (or a report) in the metrics and the analytics.
+func (s *Server) record(c *call, req sluice.Request, passed, report bool) {
+	m := s.cfg.Metrics
+	if report {
+		if m != nil {
+			m.reported(req.Namespace)
+		}
+		return
+	}
+	if m != nil {
+		m.decision(req.Namespace, passed)
+	}
+	if a := s.cfg.Analytics; a != nil {
+		a.Record(c.workspace, req.Namespace, req.Identifier, passed, c.start)
+	}
+}
+
+func (s *Server) multiLimit(c *call) *apiError { return s.many(c, s.cfg.Limiter.RatelimitMany, false) }
+
+// multiReport is ratelimit.multiReport: the body of ratelimit.multiLimit,
+// every element counted as usage after the fact
+// (sluice.Limiter.ReportMany) and answered like multiLimit (passed is
+// always true).
+func (s *Server) multiReport(c *call) *apiError { return s.many(c, s.cfg.Limiter.ReportMany, true) }
+
+// many serves a multiLimit or multiReport body with call (RatelimitMany or
+// ReportMany).
+func (s *Server) many(c *call, call func(context.Context, []sluice.Request) ([]sluice.Response, error), report bool) *apiError {
 	ins, es := decodeMultiLimit(c.body)
 	if len(es) > 0 {
 		return badRequest(es)
@@ -140,7 +171,7 @@ func (s *Server) multiLimit(c *call) *apiError {
 			return e
 		}
 	}
-	res, err := s.cfg.Limiter.RatelimitMany(c.ctx, reqs)
+	res, err := call(c.ctx, reqs)
 	if err != nil {
 		return limiterError(err, "body")
 	}
@@ -156,12 +187,7 @@ func (s *Server) multiLimit(c *call) *apiError {
 			Passed:     r.Success,
 			OverrideID: overrideIDs[i],
 		}
-		if m := s.cfg.Metrics; m != nil {
-			m.decision(reqs[i].Namespace, r.Success)
-		}
-		if a := s.cfg.Analytics; a != nil {
-			a.Record(c.workspace, reqs[i].Namespace, reqs[i].Identifier, r.Success, c.start)
-		}
+		s.record(c, reqs[i], r.Success, report)
 	}
 	if span := c.span; span != nil {
 		span.SetAttributes(AttrChecks.Int(len(reqs)), AttrSuccess.Bool(out.Passed))

@@ -230,12 +230,15 @@ func TestDecisionLabelsBounded(t *testing.T) {
 		wg.Go(func() {
 			for i := range MaxNamespaceLabels + extra {
 				m.decision(fmt.Sprintf("ns-%d", i), (i+w)%2 == 0)
+				if w == 0 {
+					m.reported(fmt.Sprintf("ns-%d", i))
+				}
 			}
 		})
 	}
 	wg.Wait()
-	if got := seriesCount(t, reg, "sluice_ratelimit_decisions_total"); got > 2*(MaxNamespaceLabels+1) {
-		t.Fatalf("%d series, want at most %d", got, 2*(MaxNamespaceLabels+1))
+	if got := seriesCount(t, reg, "sluice_ratelimit_decisions_total"); got > 3*(MaxNamespaceLabels+1) {
+		t.Fatalf("%d series, want at most %d", got, 3*(MaxNamespaceLabels+1))
 	}
 	if labels := len(*m.labels.Load()); labels != MaxNamespaceLabels {
 		t.Fatalf("%d namespace labels, want %d", labels, MaxNamespaceLabels)
@@ -252,8 +255,11 @@ func TestDecisionLabelsBounded(t *testing.T) {
 	if total != 4*MaxNamespaceLabels || other != 4*extra {
 		t.Fatalf("labelled %v, _other %v; want %d and %d", total, other, 4*MaxNamespaceLabels, 4*extra)
 	}
-	if n := testing.AllocsPerRun(100, func() { m.decision("ns-1", true); m.decision("beyond", false) }); n != 0 {
-		t.Fatalf("%v allocations per decision of a known and an unlabelled namespace", n)
+	if got := counterValue(t, m.decisions.WithLabelValues(otherLabel, "reported")); got != extra {
+		t.Fatalf("_other reported %v, want %d", got, extra)
+	}
+	if n := testing.AllocsPerRun(100, func() { m.decision("ns-1", true); m.decision("beyond", false); m.reported("ns-1") }); n != 0 {
+		t.Fatalf("%v allocations per decision and report of a known and an unlabelled namespace", n)
 	}
 }
 

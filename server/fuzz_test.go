@@ -50,6 +50,21 @@ func FuzzDecodeMultiLimit(f *testing.F) {
 	)
 }
 
+func FuzzDecodeReport(f *testing.F) {
+	fuzzEndpoint(f, "/v2/ratelimit.report",
+		`{"namespace":"n","identifier":"i","limit":1,"duration":60000,"cost":900}`,
+		`{"namespace":"n","identifier":"i","limit":0,"duration":1000,"cost":9007199254740991}`,
+		`{"namespace":"n","identifier":"i","limit":1,"duration":60000,"cost":-1}`, `{}`, `[`,
+	)
+}
+
+func FuzzDecodeMultiReport(f *testing.F) {
+	fuzzEndpoint(f, "/v2/ratelimit.multiReport",
+		`[{"namespace":"n","identifier":"i","limit":1,"duration":60000,"cost":5},{"namespace":"n","identifier":"i","limit":1,"duration":60000,"cost":5}]`,
+		`[]`, `[{"cost":1}]`, `{}`,
+	)
+}
+
 func FuzzDecodeOverrides(f *testing.F) {
 	fuzzEndpoint(f, "/v2/ratelimit.setOverride",
 		`{"namespace":"n","identifier":"user_*","limit":1,"duration":60000}`,

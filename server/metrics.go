@@ -39,13 +39,22 @@ type Metrics struct {
 	authFails   *prometheus.CounterVec
 	global      globalMetrics
 
-	// labels is a read-only snapshot of the namespace labels' counters
-	// (denied, passed), replaced whole under mu when a namespace is added,
-	// so that a decision only loads it; other holds the counters of
-	// "_other" once the snapshot is full.
-	labels atomic.Pointer[map[string]*[2]prometheus.Counter]
-	other  atomic.Pointer[[2]prometheus.Counter]
+	// labels is a read-only snapshot of the namespace labels' counters,
+	// replaced whole under mu when a namespace is added, so that a
+	// decision only loads it; other holds the counters of "_other" once
+	// the snapshot is full.
+	labels atomic.Pointer[map[string]*decisionSeries]
+	other  atomic.Pointer[decisionSeries]
 	mu     sync.Mutex
+}
+
+// decisionSeries are the decision counters of one namespace label: denied
+// and passed, made with the label, and reported, made on the label's first
+// report (a namespace that never reports has no such series).
+type decisionSeries struct {
+	label          string
+	denied, passed prometheus.Counter
+	reported       atomic.Pointer[prometheus.Counter]
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -62,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_http_requests_in_flight", Help: "HTTP requests being served.",
 		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_ratelimit_decisions_total", Help: "Rate-limit decisions by namespace and outcome (passed, denied).",
+			Name: "sluice_ratelimit_decisions_total", Help: "Rate-limit decisions by namespace and outcome (passed, denied; reported: usage reported after the fact, counted whatever the limit).",
 		}, []string{"namespace", "outcome"}),
 		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_store_up", Help: "1 if the last read of the override store succeeded, else 0.",
@@ -100,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_auth_failures_total", Help: "Requests refused for want of a valid root key, by reason (missing, unknown_key).",
 		}, []string{"reason"}),
 	}
-	empty := map[string]*[2]prometheus.Counter{}
+	empty := map[string]*decisionSeries{}
 	m.labels.Store(&empty)
 	m.authFails.WithLabelValues(AuthMissing)
 	m.authFails.WithLabelValues(AuthUnknownKey)
@@ -114,12 +123,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // authFailed counts one failed authentication.
 func (m *Metrics) authFailed(reason string) { m.authFails.WithLabelValues(reason).Inc() }
 
-// decisionCounters returns the denied and passed counters of namespace's
-// label: the namespace itself for the first MaxNamespaceLabels namespaces,
-// "_other" beyond. A namespace already labelled, and any namespace once the
-// labels are all taken, is answered without a lock; only a new namespace
-// takes the mutex and copies the snapshot (at most MaxNamespaceLabels times).
-func (m *Metrics) decisionCounters(ns string) *[2]prometheus.Counter {
+// decisionCounters returns the decision counters of namespace's label: the
+// namespace itself for the first MaxNamespaceLabels namespaces, "_other"
+// beyond. A namespace already labelled, and any namespace once the labels
+// are all taken, is answered without a lock; only a new namespace takes
+// the mutex and copies the snapshot (at most MaxNamespaceLabels times).
+func (m *Metrics) decisionCounters(ns string) *decisionSeries {
 	labels := *m.labels.Load()
 	if c := labels[ns]; c != nil {
 		return c
@@ -134,7 +143,7 @@ func (m *Metrics) decisionCounters(ns string) *[2]prometheus.Counter {
 
 // addLabel adds ns to the labels, or returns "_other"'s counters if they are
 // all taken.
-func (m *Metrics) addLabel(ns string) *[2]prometheus.Counter {
+func (m *Metrics) addLabel(ns string) *decisionSeries {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	labels := *m.labels.Load()
@@ -152,7 +161,7 @@ func (m *Metrics) addLabel(ns string) *[2]prometheus.Counter {
 		m.other.Store(c)
 		return c
 	}
-	next := make(map[string]*[2]prometheus.Counter, len(labels)+1)
+	next := make(map[string]*decisionSeries, len(labels)+1)
 	for k, v := range labels {
 		next[k] = v
 	}
@@ -166,11 +175,12 @@ func (m *Metrics) addLabel(ns string) *[2]prometheus.Counter {
 // MaxNamespaceLabels.
 const otherLabel = "_other"
 
-// counters returns the denied and passed counters of label.
-func (m *Metrics) counters(label string) *[2]prometheus.Counter {
-	return &[2]prometheus.Counter{
-		m.decisions.WithLabelValues(label, "denied"),
-		m.decisions.WithLabelValues(label, "passed"),
+// counters returns the decision counters of label.
+func (m *Metrics) counters(label string) *decisionSeries {
+	return &decisionSeries{
+		label:  label,
+		denied: m.decisions.WithLabelValues(label, "denied"),
+		passed: m.decisions.WithLabelValues(label, "passed"),
 	}
 }
 
@@ -178,10 +188,23 @@ func (m *Metrics) counters(label string) *[2]prometheus.Counter {
 func (m *Metrics) decision(namespace string, passed bool) {
 	c := m.decisionCounters(namespace)
 	if passed {
-		c[1].Inc()
+		c.passed.Inc()
 	} else {
-		c[0].Inc()
+		c.denied.Inc()
 	}
+}
+
+// reported counts one report of usage after the fact, as outcome
+// "reported".
+func (m *Metrics) reported(namespace string) {
+	c := m.decisionCounters(namespace)
+	if r := c.reported.Load(); r != nil {
+		(*r).Inc()
+		return
+	}
+	r := m.decisions.WithLabelValues(c.label, "reported") // the same series, whoever makes it first
+	c.reported.Store(&r)
+	r.Inc()
 }
 
 // endpointCodes are the status codes the API answers with; their request

@@ -1,7 +1,8 @@
 // Package server is Sluice's HTTP API: Unkey's v2 rate-limit endpoints
 // (ratelimit.limit, multiLimit, setOverride, getOverride, listOverrides,
-// deleteOverride), Sluice's ratelimit.getAnalytics, liveness and Prometheus
-// metrics, with root-key authentication that confines every key to one
+// deleteOverride), Sluice's ratelimit.getAnalytics and ratelimit.report and
+// multiReport (usage counted after the fact, never denied), liveness and
+// Prometheus metrics, with root-key authentication that confines every key to one
 // workspace.
 //
 // Bodies are decoded strictly (exact field names, no unknown or duplicate
@@ -42,10 +43,15 @@ const DefaultMaxBodyBytes = 1 << 20
 // [Config.Validate] and [New].
 var ErrInvalidConfig = errors.New("server: invalid config")
 
-// Limiter decides rate-limit requests; *sluice.Limiter implements it.
+// Limiter decides rate-limit requests and counts usage reported after the
+// fact; *sluice.Limiter implements it.
 type Limiter interface {
 	Ratelimit(ctx context.Context, r sluice.Request) (sluice.Response, error)
 	RatelimitMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
+	// Report and ReportMany count usage already spent, never denied (see
+	// sluice.Limiter.Report): ratelimit.report and multiReport.
+	Report(ctx context.Context, r sluice.Request) (sluice.Response, error)
+	ReportMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
 }
 
 // Catalog holds the namespaces and overrides of every workspace;
@@ -111,8 +117,8 @@ type Config struct {
 	// continues the caller's W3C trace context. Default: no tracing, at no
 	// cost.
 	TracerProvider trace.TracerProvider
-	// Analytics, if set, records every limit and multiLimit decision and
-	// answers ratelimit.getAnalytics. Default: none (getAnalytics answers
+	// Analytics, if set, records every limit and multiLimit decision (not
+	// reports: they decide nothing) and answers ratelimit.getAnalytics. Default: none (getAnalytics answers
 	// 404).
 	Analytics Analytics
 }
@@ -185,6 +191,8 @@ func New(cfg Config) (*Server, error) {
 	s.authFail = newAuthFailures(cfg.Logger, cfg.Metrics)
 	s.route("/v2/ratelimit.limit", s.limit)
 	s.route("/v2/ratelimit.multiLimit", s.multiLimit)
+	s.route("/v2/ratelimit.report", s.report)
+	s.route("/v2/ratelimit.multiReport", s.multiReport)
 	s.route("/v2/ratelimit.setOverride", s.setOverride)
 	s.route("/v2/ratelimit.getOverride", s.getOverride)
 	s.route("/v2/ratelimit.listOverrides", s.listOverrides)

@@ -157,22 +157,24 @@ func TestLimitMalformed(t *testing.T) {
 		{"duration max ok", `{"namespace":"n","identifier":"i","limit":1,"duration":2592000000}`, 200, ""},
 		{"cost negative", `{` + ok + `,"cost":-1}`, 400, "body.cost"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := do(t, h, "POST", "/v2/ratelimit.limit", "Bearer k", "application/json", tc.body)
-			if r.code != tc.code {
-				t.Fatalf("status %d, want %d: %s", r.code, tc.code, r.raw)
-			}
-			if r.requestID() == "" || r.ct != "application/json" {
-				t.Fatalf("no requestId or wrong content type %q: %s", r.ct, r.raw)
-			}
-			if tc.want == "" {
-				return
-			}
-			locs := r.errorLocations()
-			if len(locs) == 0 || !strings.Contains(strings.Join(locs, "\n"), tc.want) {
-				t.Fatalf("errors %q do not mention %q", locs, tc.want)
-			}
-		})
+		for _, path := range []string{"/v2/ratelimit.limit", "/v2/ratelimit.report"} { // one body, one validation
+			t.Run(path[4:]+"/"+tc.name, func(t *testing.T) {
+				r := do(t, h, "POST", path, "Bearer k", "application/json", tc.body)
+				if r.code != tc.code {
+					t.Fatalf("status %d, want %d: %s", r.code, tc.code, r.raw)
+				}
+				if r.requestID() == "" || r.ct != "application/json" {
+					t.Fatalf("no requestId or wrong content type %q: %s", r.ct, r.raw)
+				}
+				if tc.want == "" {
+					return
+				}
+				locs := r.errorLocations()
+				if len(locs) == 0 || !strings.Contains(strings.Join(locs, "\n"), tc.want) {
+					t.Fatalf("errors %q do not mention %q", locs, tc.want)
+				}
+			})
+		}
 	}
 }
 
@@ -192,15 +194,17 @@ func TestMultiLimitMalformed(t *testing.T) {
 		{"bad element located", `[` + check + `,{"namespace":"n"}]`, 400, "body[1].identifier: is required"},
 		{"trailing", `[` + check + `]]`, 400, "body"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := do(t, h, "POST", "/v2/ratelimit.multiLimit", "Bearer k", "application/json", tc.body)
-			if r.code != tc.code {
-				t.Fatalf("status %d, want %d: %s", r.code, tc.code, r.raw)
-			}
-			if tc.want != "" && !strings.Contains(strings.Join(r.errorLocations(), "\n"), tc.want) {
-				t.Fatalf("errors %q do not mention %q", r.errorLocations(), tc.want)
-			}
-		})
+		for _, path := range []string{"/v2/ratelimit.multiLimit", "/v2/ratelimit.multiReport"} {
+			t.Run(path[4:]+"/"+tc.name, func(t *testing.T) {
+				r := do(t, h, "POST", path, "Bearer k", "application/json", tc.body)
+				if r.code != tc.code {
+					t.Fatalf("status %d, want %d: %s", r.code, tc.code, r.raw)
+				}
+				if tc.want != "" && !strings.Contains(strings.Join(r.errorLocations(), "\n"), tc.want) {
+					t.Fatalf("errors %q do not mention %q", r.errorLocations(), tc.want)
+				}
+			})
+		}
 	}
 }
 
@@ -217,6 +221,12 @@ func TestTransportErrors(t *testing.T) {
 		{"unknown key", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0002", "application/json", body, 401},
 		{"basic auth", "POST", "/v2/ratelimit.limit", "Basic azE6", "application/json", body, 401},
 		{"wrong method", "GET", "/v2/ratelimit.limit", "Bearer transport-key-0001", "", "", 405},
+		{"report ok", "POST", "/v2/ratelimit.report", "Bearer transport-key-0001", "application/json", body, 200},
+		{"report without auth", "POST", "/v2/ratelimit.report", "", "application/json", body, 401},
+		{"report with an unknown key", "POST", "/v2/ratelimit.multiReport", "Bearer transport-key-0002", "application/json", "[" + body + "]", 401},
+		{"report by GET", "GET", "/v2/ratelimit.report", "Bearer transport-key-0001", "", "", 405},
+		{"report as a form", "POST", "/v2/ratelimit.report", "Bearer transport-key-0001", "application/x-www-form-urlencoded", body, 415},
+		{"report too large", "POST", "/v2/ratelimit.report", "Bearer transport-key-0001", "application/json", `{"namespace":"` + strings.Repeat("a", 1<<20) + `"}`, 413},
 		{"no content type", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "", body, 415},
 		{"form content type", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "application/x-www-form-urlencoded", body, 415},
 		{"too large", "POST", "/v2/ratelimit.limit", "Bearer transport-key-0001", "application/json", `{"namespace":"` + strings.Repeat("a", 1<<20) + `"}`, 413},

@@ -12,8 +12,8 @@ import (
 )
 
 // TestRecorder checks that every enforced decision is recorded under the
-// domain's workspace and the descriptor's counter, and shadow checks are
-// not.
+// domain's workspace and the descriptor's counter, and shadow checks and
+// reports are not.
 func TestRecorder(t *testing.T) {
 	l, err := sluice.New(sluice.Config{Clock: clock})
 	if err != nil {
@@ -28,8 +28,8 @@ func TestRecorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 5 { // user: 3 an hour; watch: shadow
-		if _, err := svc.ShouldRateLimit(t.Context(), req("d", 0, desc("user=alice"), desc("watch=x"))); err != nil {
+	for range 5 { // user: 3 an hour; watch: shadow; tokens: reports
+		if _, err := svc.ShouldRateLimit(t.Context(), req("d", 0, desc("user=alice"), desc("watch=x"), withHits(desc("tokens=x"), 10))); err != nil {
 			t.Fatal(err)
 		}
 	}

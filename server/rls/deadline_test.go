@@ -36,10 +36,11 @@ func (hangingOrigin) Withdraw(ctx context.Context, _ origin.Cell, _ origin.Write
 	return ctx.Err()
 }
 
-// TestShadowChecksShareOneDeadline sends a call of one enforced and 20
-// shadow-mode descriptors, every counter cold, to a limiter whose origin
-// hangs and a caller with no deadline: the call waits one OriginTimeout in
-// all (virtual time), where each shadow check used to wait its own.
+// TestShadowChecksShareOneDeadline sends a call of one enforced, 20
+// shadow-mode and one report descriptors, every counter cold, to a limiter
+// whose origin hangs and a caller with no deadline: the call waits one
+// OriginTimeout in all (virtual time), where each shadow check used to
+// wait its own.
 func TestShadowChecksShareOneDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, err := sluice.New(sluice.Config{Origin: hangingOrigin{}, FlushTimeout: time.Second})
@@ -55,12 +56,15 @@ descriptors:
   - key: watch
     shadow_mode: true
     rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: tokens
+    report: true
+    rate_limit: {unit: hour, requests_per_unit: 1000}
 `)
 		svc, err := New(Config{Limiter: l, Domains: rs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds := []*ratelimitv3.RateLimitDescriptor{desc("user=u")}
+		ds := []*ratelimitv3.RateLimitDescriptor{desc("user=u"), withHits(desc("tokens=t"), 900)}
 		for i := range 20 {
 			ds = append(ds, desc(fmt.Sprintf("watch=w%d", i)))
 		}
@@ -69,7 +73,7 @@ descriptors:
 			t.Fatal(err)
 		}
 		if waited := time.Since(start); waited > DefaultOriginTimeout {
-			t.Errorf("a call of 21 cold checks waited %v on a hanging origin, want at most %v", waited, DefaultOriginTimeout)
+			t.Errorf("a call of 22 cold checks waited %v on a hanging origin, want at most %v", waited, DefaultOriginTimeout)
 		}
 	})
 }

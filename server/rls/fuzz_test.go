@@ -27,6 +27,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("domain: d\ndescriptors:\n- key: a\n  value: '*'\n  rate_limit: {unit: year, unit_multiplier: 292, requests_per_unit: 0}\n"))
 	f.Add([]byte("domain: d\ndescriptors: [{key: a, descriptors: [{key: b, rate_limit: {unlimited: true, replaces: [{name: x}]}}]}]"))
 	f.Add([]byte("domain: &a d\ndescriptors: *a\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n- key: tokens\n  report: true\n  rate_limit: {unit: hour, requests_per_unit: 1000}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -53,6 +54,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 		req("d", 0, desc("user=a")),
 		req("d", 7, desc("user=a"), desc("ip=b"), desc("watch=c"), desc("free=d"), desc("window=e"), desc("none=f")),
 		req("d", 0, withHits(desc("user=a"), 0), withLimit(desc("x=y"), 3, typev3.RateLimitUnit_YEAR, 292)),
+		req("d", 0, withHits(desc("tokens=a"), 900), desc("ip=b"), withHits(desc("tokens=a"), 0)),
 		req("d", 0, &ratelimitv3.RateLimitDescriptor{Entries: desc("user=a").Entries, IsNegativeHits: true}),
 		req("", 0),
 		req("other", 1, desc("a=b,c=d")),

@@ -38,6 +38,10 @@ func (l brokenLimiter) RatelimitMany(context.Context, []sluice.Request) ([]sluic
 	return nil, l.err
 }
 
+func (l brokenLimiter) ReportMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error) {
+	return l.RatelimitMany(ctx, rs)
+}
+
 // TestNativeGRPCErrors checks that the native grpc-go server answers each
 // failure with the code and message of the connect handler.
 func TestNativeGRPCErrors(t *testing.T) {

@@ -6,7 +6,10 @@
 //
 // Rules come from the YAML format of envoyproxy/ratelimit (a domain per file,
 // nested descriptors with rate_limit, unlimited, shadow_mode and replaces),
-// plus unit_multiplier for windows of any whole number of units; see [Load].
+// plus unit_multiplier for windows of any whole number of units and
+// report, which counts a descriptor's hits as usage after the fact (never
+// OVER_LIMIT, counted even past the limit, as Envoy's response-path
+// hits_addend needs); see [Load].
 // Each limited descriptor of a request becomes one sluice.Request in
 // workspace [Workspace], namespace = the domain, identifier = the
 // descriptor's entries. The enforced descriptors of one call are decided
@@ -77,10 +80,14 @@ const (
 // with InvalidArgument. Check for it with errors.Is.
 var ErrInvalidRequest = errors.New("rls: invalid request")
 
-// Limiter decides rate-limit requests; *sluice.Limiter implements it.
+// Limiter decides rate-limit requests and counts reported usage;
+// *sluice.Limiter implements it.
 type Limiter interface {
 	Ratelimit(ctx context.Context, r sluice.Request) (sluice.Response, error)
 	RatelimitMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
+	// ReportMany counts the hits of the descriptors of report rules,
+	// never denied (see sluice.Limiter.ReportMany).
+	ReportMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
 }
 
 // Outcome is the result of one ShouldRateLimit call, as reported to an
@@ -96,6 +103,9 @@ const (
 	// OutcomeShadowOverLimit: the call passed, but a shadow_mode limit
 	// would have denied it.
 	OutcomeShadowOverLimit Outcome = "shadow_over_limit"
+	// OutcomeReported: every limited descriptor of the call was a report
+	// (a rule with report: true, hits above 0): counted, never denied.
+	OutcomeReported Outcome = "reported"
 	// OutcomeInvalid: the request was rejected with InvalidArgument.
 	OutcomeInvalid Outcome = "invalid"
 	// OutcomeUnavailable: the limiter failed; the call got Unavailable.
@@ -152,7 +162,8 @@ type Config struct {
 	// call waits on the origin at most this long in all, as one decision
 	// does. Default DefaultOriginTimeout, the limiter's default.
 	OriginTimeout time.Duration
-	// Recorder, if set, records every enforced decision: in workspace
+	// Recorder, if set, records every enforced decision (not the reports:
+	// they decide nothing): in workspace
 	// WorkspaceOf(domain), namespace domain, under the descriptor's
 	// counter identifier (up to 8,256 bytes; *analytics.Recorder keeps at
 	// most analytics.MaxIdentifierBytes of it). Shadow-mode checks are not
@@ -326,6 +337,11 @@ func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
 		switch {
 		case root == nil: // unknown domain: nothing is limited
 		case override != nil:
+			// The descriptor's own limit replaces its rule's, but a
+			// report rule's descriptors stay reports.
+			if r := root.match(entries); r != nil && r.report {
+				override.report = true
+			}
 			c.rule = override
 		default:
 			c.rule = root.match(entries)
@@ -438,85 +454,164 @@ func decimalDigits(n int) int {
 	return d
 }
 
-// decide asks the limiter about every limited check at time now. The
-// enforced checks are one all-or-nothing batch; shadow checks are decided
-// one by one after it, spending only when the batch passed (a denied call
-// spends nothing anywhere) and never denying the call. With shadow checks,
-// every decision of the call shares one deadline (Config.OriginTimeout).
-func (s *Service) decide(ctx context.Context, domain string, checks []check, now time.Time) (*rlsv3.RateLimitResponse, Outcome, error) {
-	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))
-	var enforced, shadow []int // indexes into checks
+// plan sorts the checks of a call: the statuses settled without the
+// limiter (no rule, unlimited), and the indexes of the enforced, shadow
+// and reported checks.
+type plan struct {
+	statuses                  []*rlsv3.RateLimitResponse_DescriptorStatus
+	enforced, shadow, reports []int
+}
+
+// planOf sorts checks. A check of a report rule that spends nothing is
+// enforced: it asks whether the limit is spent, as a peek.
+func planOf(checks []check) plan {
+	p := plan{statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
 	for i, c := range checks {
 		switch {
 		case c.rule == nil:
-			statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			p.statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		case c.rule.unlimited:
-			statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			p.statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		case c.rule.report && c.cost > 0:
+			p.reports = append(p.reports, i)
 		case c.rule.shadow:
-			shadow = append(shadow, i)
+			p.shadow = append(p.shadow, i)
 		default:
-			enforced = append(enforced, i)
+			p.enforced = append(p.enforced, i)
 		}
 	}
-	workspace := WorkspaceOf(domain)
-	request := func(c check, cost int64) sluice.Request {
-		return sluice.Request{
-			Workspace: workspace, Namespace: domain, Identifier: c.id,
-			Limit: c.rule.limit, Duration: c.rule.window, Cost: cost, Time: now,
-		}
-	}
+	return p
+}
 
-	if len(shadow) > 0 {
+// calls returns how many limiter calls the plan makes.
+func (p *plan) calls() int {
+	n := len(p.shadow)
+	if len(p.enforced) > 0 {
+		n++
+	}
+	if len(p.reports) > 0 {
+		n++
+	}
+	return n
+}
+
+// call is one ShouldRateLimit call being decided: its domain, its time
+// and its checks.
+type call struct {
+	domain, workspace string
+	now               time.Time
+	checks            []check
+}
+
+// request is the limiter's request for check i spending cost.
+func (c *call) request(i int, cost int64) sluice.Request {
+	ch := c.checks[i]
+	return sluice.Request{
+		Workspace: c.workspace, Namespace: c.domain, Identifier: ch.id,
+		Limit: ch.rule.limit, Duration: ch.rule.window, Cost: cost, Time: c.now,
+	}
+}
+
+// decide asks the limiter about every limited check at time now. The
+// reports are counted first, whatever the rest does: that usage has been
+// spent already. The enforced checks are one all-or-nothing batch; shadow
+// checks are decided one by one after it, spending only when the batch
+// passed (a denied call spends nothing anywhere) and never denying the
+// call. With several limiter calls, they share one deadline
+// (Config.OriginTimeout).
+func (s *Service) decide(ctx context.Context, domain string, checks []check, now time.Time) (*rlsv3.RateLimitResponse, Outcome, error) {
+	p := planOf(checks)
+	c := &call{domain: domain, workspace: WorkspaceOf(domain), now: now, checks: checks}
+	if p.calls() > 1 {
 		// Several decisions: one deadline for all their origin waits.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.OriginTimeout)
 		defer cancel()
 	}
-	passed := true
-	if len(enforced) > 0 {
-		batch := make([]sluice.Request, len(enforced))
-		for j, i := range enforced {
-			batch[j] = request(checks[i], checks[i].cost)
-		}
-		out, err := s.cfg.Limiter.RatelimitMany(ctx, batch)
-		if err == nil && len(out) != len(batch) {
-			err = fmt.Errorf("limiter answered %d of %d requests", len(out), len(batch))
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		for j, i := range enforced {
-			statuses[i] = descriptorStatus(checks[i].rule, out[j], now, out[j].Success)
-			passed = passed && out[j].Success
-			if rec := s.cfg.Recorder; rec != nil {
-				rec.Record(batch[j].Workspace, domain, checks[i].id, out[j].Success, now)
-			}
-		}
+	if err := s.report(ctx, c, &p); err != nil {
+		return nil, "", err
 	}
-
+	passed, err := s.enforce(ctx, c, &p)
+	if err != nil {
+		return nil, "", err
+	}
 	shadowDenied := false
-	for _, i := range shadow {
+	for _, i := range p.shadow {
 		cost := checks[i].cost
 		if !passed {
 			cost = 0 // peek: a denied call spends nothing
 		}
-		res, err := s.cfg.Limiter.Ratelimit(ctx, request(checks[i], cost))
+		res, err := s.cfg.Limiter.Ratelimit(ctx, c.request(i, cost))
 		if err != nil {
 			return nil, "", err
 		}
-		statuses[i] = descriptorStatus(checks[i].rule, res, now, true)
+		p.statuses[i] = descriptorStatus(checks[i].rule, res, now, true)
 		shadowDenied = shadowDenied || !res.Success
 	}
 
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: p.statuses}
 	switch {
 	case !passed:
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		return resp, OutcomeOverLimit, nil
 	case shadowDenied:
 		return resp, OutcomeShadowOverLimit, nil
+	case len(p.reports) > 0 && len(p.enforced) == 0 && len(p.shadow) == 0:
+		return resp, OutcomeReported, nil
 	}
 	return resp, OutcomeOK, nil
+}
+
+// report counts the reported checks of p with one ReportMany and sets
+// their statuses: OK, with what remains after them.
+func (s *Service) report(ctx context.Context, c *call, p *plan) error {
+	if len(p.reports) == 0 {
+		return nil
+	}
+	batch := make([]sluice.Request, len(p.reports))
+	for j, i := range p.reports {
+		batch[j] = c.request(i, c.checks[i].cost)
+	}
+	out, err := s.cfg.Limiter.ReportMany(ctx, batch)
+	if err == nil && len(out) != len(batch) {
+		err = fmt.Errorf("limiter answered %d of %d reports", len(out), len(batch))
+	}
+	if err != nil {
+		return err
+	}
+	for j, i := range p.reports {
+		p.statuses[i] = descriptorStatus(c.checks[i].rule, out[j], c.now, true)
+	}
+	return nil
+}
+
+// enforce decides the enforced checks of p all-or-nothing with one
+// RatelimitMany, sets their statuses and records them, and reports
+// whether the batch passed (true without enforced checks).
+func (s *Service) enforce(ctx context.Context, c *call, p *plan) (bool, error) {
+	if len(p.enforced) == 0 {
+		return true, nil
+	}
+	batch := make([]sluice.Request, len(p.enforced))
+	for j, i := range p.enforced {
+		batch[j] = c.request(i, c.checks[i].cost)
+	}
+	out, err := s.cfg.Limiter.RatelimitMany(ctx, batch)
+	if err == nil && len(out) != len(batch) {
+		err = fmt.Errorf("limiter answered %d of %d requests", len(out), len(batch))
+	}
+	if err != nil {
+		return false, err
+	}
+	passed := true
+	for j, i := range p.enforced {
+		p.statuses[i] = descriptorStatus(c.checks[i].rule, out[j], c.now, out[j].Success)
+		passed = passed && out[j].Success
+		if rec := s.cfg.Recorder; rec != nil {
+			rec.Record(batch[j].Workspace, c.domain, c.checks[i].id, out[j].Success, c.now)
+		}
+	}
+	return passed, nil
 }
 
 // descriptorStatus is the status of a decision on rule r at time now.

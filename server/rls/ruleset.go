@@ -63,7 +63,12 @@ type rule struct {
 	window     time.Duration // unit × multiplier
 	unlimited  bool
 	shadow     bool
-	replaces   []string
+	// report counts the hits of the descriptors of this rule as usage
+	// after the fact (sluice.Limiter.ReportMany): never OVER_LIMIT,
+	// counted whatever the limit. A descriptor of 0 hits checks the limit
+	// instead, as a peek.
+	report   bool
+	replaces []string
 
 	// current is the limit as a descriptor status carries it, built with
 	// the rule and shared by every answer (answers only read it).
@@ -112,6 +117,7 @@ type (
 		Value          string       `yaml:"value"`
 		RateLimit      *rateLimit   `yaml:"rate_limit"`
 		ShadowMode     bool         `yaml:"shadow_mode"`
+		Report         bool         `yaml:"report"`          // Sluice's: hits are usage after the fact
 		DetailedMetric bool         `yaml:"detailed_metric"` // accepted; Sluice's metrics are per domain
 		Descriptors    []descriptor `yaml:"descriptors"`
 	}
@@ -273,8 +279,11 @@ func build(list []descriptor, path string) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d.Report && d.RateLimit == nil {
+			return nil, fmt.Errorf("descriptor %q: report needs a rate_limit", here)
+		}
 		if d.RateLimit != nil {
-			if child.rule, err = newRule(d.RateLimit, d.ShadowMode); err != nil {
+			if child.rule, err = newRule(d.RateLimit, d.ShadowMode, d.Report); err != nil {
 				return nil, fmt.Errorf("descriptor %q: %w", here, err)
 			}
 		}
@@ -290,9 +299,16 @@ func build(list []descriptor, path string) (*node, error) {
 	return n, nil
 }
 
-// newRule checks and compiles one rate_limit block.
-func newRule(y *rateLimit, shadow bool) (*rule, error) {
-	r := &rule{name: y.Name, unlimited: y.Unlimited, shadow: shadow, multiplier: 1}
+// newRule checks and compiles one rate_limit block, of a descriptor in
+// shadow mode or reporting usage (report) if so.
+func newRule(y *rateLimit, shadow, report bool) (*rule, error) {
+	switch {
+	case report && shadow:
+		return nil, errors.New("report and shadow_mode exclude each other (a report is never denied)")
+	case report && y.Unlimited:
+		return nil, errors.New("report needs a limit, not unlimited")
+	}
+	r := &rule{name: y.Name, unlimited: y.Unlimited, shadow: shadow, report: report, multiplier: 1}
 	for _, rep := range y.Replaces {
 		switch rep.Name {
 		case "":

@@ -111,6 +111,10 @@ func TestParseErrors(t *testing.T) {
 		{"unit_multiplier overflowing the window", "domain: d\ndescriptors:\n- key: a\n  rate_limit: {unit: year, requests_per_unit: 1, unit_multiplier: 1000}\n", "unit_multiplier 1000 is out of range 1..292 for unit year"},
 		{"replaces with an empty name", "domain: d\ndescriptors:\n- key: a\n  rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", "replaces has an entry with an empty name"},
 		{"replaces itself", "domain: d\ndescriptors:\n- key: a\n  rate_limit: {name: x, unit: second, requests_per_unit: 1, replaces: [{name: x}]}\n", `rate limit "x" replaces itself`},
+		{"report without rate_limit", "domain: d\ndescriptors:\n- key: a\n  report: true\n", `descriptor "a": report needs a rate_limit`},
+		{"report in shadow mode", "domain: d\ndescriptors:\n- key: a\n  report: true\n  shadow_mode: true\n  rate_limit: {unit: second, requests_per_unit: 1}\n", "report and shadow_mode exclude each other"},
+		{"report unlimited", "domain: d\ndescriptors:\n- key: a\n  report: true\n  rate_limit: {unlimited: true}\n", "report needs a limit, not unlimited"},
+		{"report not a bool", "domain: d\ndescriptors:\n- key: a\n  report: later\n  rate_limit: {unit: second, requests_per_unit: 1}\n", "cannot unmarshal !!str `later`"},
 		{"error deep in the tree names the path", "domain: d\ndescriptors:\n- key: a\n  value: v\n  descriptors:\n  - key: b\n    descriptors:\n    - key: c\n      value: w*\n      rate_limit: {unit: eon, requests_per_unit: 1}\n", `descriptor "a=v > b > c=w*": unknown unit "eon"`},
 	}
 	for _, tt := range tests {

@@ -47,6 +47,9 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 0}
   - key: window
     rate_limit: {name: ninety, unit: second, unit_multiplier: 90, requests_per_unit: 5}
+  - key: tokens
+    report: true
+    rate_limit: {unit: hour, requests_per_unit: 1000}
 `
 
 var strictRules = strings.Replace(testRules, "allow_descriptor_limits: true\n", "", 1)
@@ -67,6 +70,11 @@ func (l *recordingLimiter) Ratelimit(ctx context.Context, r sluice.Request) (slu
 func (l *recordingLimiter) RatelimitMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error) {
 	l.record(rs...)
 	return l.Limiter.RatelimitMany(ctx, rs)
+}
+
+func (l *recordingLimiter) ReportMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error) {
+	l.record(rs...)
+	return l.Limiter.ReportMany(ctx, rs)
 }
 
 func (l *recordingLimiter) record(rs ...sluice.Request) {
@@ -282,6 +290,22 @@ func TestDecisions(t *testing.T) {
 			{req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK 3/HOUR rem=1]"},
 			{req("d", 0, withLimit(desc("nothing=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
 		}},
+		{name: "report: hits count past the limit, never OVER_LIMIT; 0 hits check the limit", steps: []step{
+			{req("d", 0, withHits(desc("tokens=t"), 0)), "OK [OK 1000/HOUR rem=1000]"},
+			{req("d", 0, withHits(desc("tokens=t"), 900)), "OK [OK 1000/HOUR rem=100]"},
+			{req("d", 0, withHits(desc("tokens=t"), 300)), "OK [OK 1000/HOUR rem=0]"},
+			{req("d", 0, withHits(desc("tokens=t"), 0)), "OVER_LIMIT [OVER_LIMIT 1000/HOUR rem=0]"},
+			{req("d", 5, desc("tokens=t")), "OK [OK 1000/HOUR rem=0]"},
+		}, outcomes: []string{"d/ok", "d/reported", "d/reported", "d/over_limit", "d/reported"}},
+		{name: "a call denied on another descriptor still counts its reports", steps: []step{
+			{req("d", 0, desc("ip=x"), withHits(desc("tokens=u"), 10)), "OK [OK 1/HOUR rem=0; OK 1000/HOUR rem=990]"},
+			{req("d", 0, desc("ip=x"), withHits(desc("tokens=u"), 10)), "OVER_LIMIT [OVER_LIMIT 1/HOUR rem=0; OK 1000/HOUR rem=980]"},
+			{req("d", 0, withHits(desc("tokens=u"), 0)), "OK [OK 1000/HOUR rem=980]"},
+		}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
+		{name: "a report rule's descriptor with its own limit still reports", steps: []step{
+			{req("d", 0, withLimit(withHits(desc("tokens=v"), 50), 10, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK 10/MINUTE rem=0]"},
+			{req("d", 0, withLimit(withHits(desc("tokens=v"), 0), 10, typev3.RateLimitUnit_MINUTE, 0)), "OVER_LIMIT [OVER_LIMIT 10/MINUTE rem=0]"},
+		}, outcomes: []string{"d/reported", "d/over_limit"}},
 		{name: "replaces drops the replaced limit from the call", file: "testdata/examples/7-replaces.yaml", steps: []step{
 			{req("example7", 0, desc("key_1=value_1,user=alice")), "OK [OK 5/SECOND (specific_limit) rem=4]"},
 			{req("example7", 0, desc("key_1=value_1,user=alice"), desc("key_2=value_2,user=alice")), "OK [OK rem=0; OK 10/SECOND rem=9]"},
@@ -414,6 +438,10 @@ func (l failingLimiter) Ratelimit(context.Context, sluice.Request) (sluice.Respo
 }
 
 func (l failingLimiter) RatelimitMany(context.Context, []sluice.Request) ([]sluice.Response, error) {
+	return nil, l.err
+}
+
+func (l failingLimiter) ReportMany(context.Context, []sluice.Request) ([]sluice.Response, error) {
 	return nil, l.err
 }
 
