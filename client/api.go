@@ -74,8 +74,24 @@ type limitData struct {
 // false, not an error. Limit is retried only when no connection could be
 // made (see the package documentation).
 func (c *Client) Limit(ctx context.Context, r LimitRequest) (LimitResponse, error) {
+	return c.one(ctx, epLimit, r)
+}
+
+// Report counts r.Cost on r's counter as usage already spent
+// (ratelimit.report): the tokens an answer used, known once it is
+// served. It is never denied and counts its whole cost, even past the
+// limit; the response is the state after it (Success true, Remaining 0
+// once the limit is spent). Like Limit, it counts, so it is retried only
+// when no connection could be made: an error after that means the report
+// may or may not have been counted.
+func (c *Client) Report(ctx context.Context, r LimitRequest) (LimitResponse, error) {
+	return c.one(ctx, epReport, r)
+}
+
+// one sends r to ep, limit or report, and decodes the answer.
+func (c *Client) one(ctx context.Context, ep endpoint, r LimitRequest) (LimitResponse, error) {
 	var d limitData
-	oc, err := c.call(ctx, epLimit, r.body(), &d)
+	oc, err := c.call(ctx, ep, r.body(), &d)
 	if err != nil {
 		return LimitResponse{}, err
 	}
@@ -130,12 +146,25 @@ type multiData struct {
 // only if every one passes. Like [Client.Limit], it is retried only when no
 // connection could be made.
 func (c *Client) MultiLimit(ctx context.Context, rs []LimitRequest) (MultiLimitResponse, error) {
+	return c.many(ctx, epMultiLimit, rs)
+}
+
+// MultiReport counts 1 to 100 reports (ratelimit.multiReport), each as
+// [Client.Report] counts it: every one counts, in order, whatever the
+// others do, and Passed is true. Like Report, it is retried only when no
+// connection could be made.
+func (c *Client) MultiReport(ctx context.Context, rs []LimitRequest) (MultiLimitResponse, error) {
+	return c.many(ctx, epMultiReport, rs)
+}
+
+// many sends rs to ep, multiLimit or multiReport, and decodes the answer.
+func (c *Client) many(ctx context.Context, ep endpoint, rs []LimitRequest) (MultiLimitResponse, error) {
 	bodies := make([]limitBody, len(rs))
 	for i, r := range rs {
 		bodies[i] = r.body()
 	}
 	var d multiData
-	oc, err := c.call(ctx, epMultiLimit, bodies, &d)
+	oc, err := c.call(ctx, ep, bodies, &d)
 	if err != nil {
 		return MultiLimitResponse{}, err
 	}

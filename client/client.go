@@ -179,6 +179,8 @@ type endpoint struct {
 var (
 	epLimit          = endpoint{"ratelimit.limit", false}
 	epMultiLimit     = endpoint{"ratelimit.multiLimit", false}
+	epReport         = endpoint{"ratelimit.report", false}
+	epMultiReport    = endpoint{"ratelimit.multiReport", false}
 	epSetOverride    = endpoint{"ratelimit.setOverride", true}
 	epGetOverride    = endpoint{"ratelimit.getOverride", true}
 	epListOverrides  = endpoint{"ratelimit.listOverrides", true}

@@ -79,6 +79,52 @@ func TestMultiLimitIsAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestReport reports usage after the fact between limit calls on one
+// counter of a real server: a report is never denied, counts its whole
+// cost past the limit and answers what remains after it; the limit call
+// after it is denied; MultiReport counts every report of the call.
+func TestReport(t *testing.T) {
+	c := newClient(t, shared.URL)
+	ns := namespace(t)
+	ctx := context.Background()
+	r := client.LimitRequest{Namespace: ns, Identifier: "team-7", Limit: 1000, Duration: time.Minute}
+	steps := []struct {
+		name          string
+		report        bool
+		cost          int64
+		wantSuccess   bool
+		wantRemaining int64
+	}{
+		{"a check of one token", false, 1, true, 999},
+		{"the answer's 700 tokens", true, 700, true, 299},
+		{"the next answer's 900 tokens, past the budget", true, 900, true, 0},
+		{"the next check is denied", false, 1, false, 0},
+		{"a report on a spent budget still counts", true, 10, true, 0},
+	}
+	for _, s := range steps {
+		r.Cost = s.cost
+		call := c.Limit
+		if s.report {
+			call = c.Report
+		}
+		res, err := call(ctx, r)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if res.Success != s.wantSuccess || res.Remaining != s.wantRemaining || res.Limit != 1000 || !strings.HasPrefix(res.RequestID, "req_") {
+			t.Errorf("%s: got %+v, want success %v, remaining %d", s.name, res, s.wantSuccess, s.wantRemaining)
+		}
+	}
+	r.Identifier, r.Cost = "team-8", 600
+	res, err := c.MultiReport(ctx, []client.LimitRequest{r, r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || len(res.Checks) != 2 || res.Checks[0].Remaining != 400 || res.Checks[1].Remaining != 0 || !res.Checks[1].Passed {
+		t.Fatalf("MultiReport: %+v; want both counted, 400 then 0 remaining", res)
+	}
+}
+
 func TestOverrides(t *testing.T) {
 	c := newClient(t, shared.URL)
 	ns := namespace(t)

@@ -1,6 +1,8 @@
 // Package client is the Go client of a Sluice server's HTTP API (Unkey's v2
 // rate-limit endpoints): decisions with [Client.Limit] and
-// [Client.MultiLimit], and overrides with [Client.SetOverride],
+// [Client.MultiLimit], usage reported after the fact (Sluice's own
+// ratelimit.report and multiReport) with [Client.Report] and
+// [Client.MultiReport], and overrides with [Client.SetOverride],
 // [Client.GetOverride], [Client.ListOverrides] and [Client.DeleteOverride].
 //
 // A denial is not an error: it is a [LimitResponse] whose Success is false.
@@ -26,20 +28,22 @@
 // cannot have been counted, or what counts the same however often it
 // arrives:
 //
-//   - Every call, Limit and MultiLimit included, is retried when the
-//     connection could not be made (a dial error: connection refused, no
-//     route, DNS). The request never left, so nothing was counted.
+//   - Every call, the counting ones (Limit, MultiLimit, Report,
+//     MultiReport) included, is retried when the connection could not be
+//     made (a dial error: connection refused, no route, DNS). The request
+//     never left, so nothing was counted.
 //   - GetOverride and ListOverrides (reads), and SetOverride and
 //     DeleteOverride (idempotent: they set or delete the override of one
 //     namespace and identifier, and doing so twice leaves what doing it
 //     once does), are also retried on any other transport error (a reset
 //     connection, a timeout before the answer) and on the answers 502, 503
 //     and 504.
-//   - Limit and MultiLimit are never retried once a connection was made:
-//     the request may have reached the server and been counted, even when
-//     no answer came back or a proxy answered 502, 503 or 504. The error is
-//     returned; the caller decides (an HTTP middleware typically fails
-//     open).
+//   - Limit, MultiLimit, Report and MultiReport are never retried once a
+//     connection was made: the request may have reached the server and
+//     been counted, even when no answer came back or a proxy answered 502,
+//     503 or 504. The error is returned; the caller decides (an HTTP
+//     middleware typically fails open; a lost report is under-counted
+//     rather than counted twice).
 //
 // A DeleteOverride whose earlier attempt may have reached the server and
 // whose retry finds no override (404) reports success: the earlier attempt

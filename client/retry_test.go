@@ -57,6 +57,14 @@ var ops = []op{
 	{"DeleteOverride", false, func(ctx context.Context, c *client.Client, ns string) error {
 		return c.DeleteOverride(ctx, ns, "o")
 	}},
+	{"Report", true, func(ctx context.Context, c *client.Client, ns string) error {
+		_, err := c.Report(ctx, client.LimitRequest{Namespace: ns, Identifier: "x", Limit: 5, Duration: time.Minute, Cost: 1})
+		return err
+	}},
+	{"MultiReport", true, func(ctx context.Context, c *client.Client, ns string) error {
+		_, err := c.MultiReport(ctx, []client.LimitRequest{{Namespace: ns, Identifier: "x", Limit: 5, Duration: time.Minute, Cost: 1}})
+		return err
+	}},
 }
 
 // counted returns how many units of the counter of ops' Limit call are
@@ -249,6 +257,8 @@ func forward(hc *http.Client, r *http.Request, base string) (*http.Response, err
 var fakeBodies = map[string]string{
 	"/v2/ratelimit.limit":          `{"meta":{"requestId":"req_f"},"data":{"limit":5,"remaining":4,"reset":1,"success":true}}`,
 	"/v2/ratelimit.multiLimit":     `{"meta":{"requestId":"req_f"},"data":{"passed":true,"limits":[]}}`,
+	"/v2/ratelimit.report":         `{"meta":{"requestId":"req_f"},"data":{"limit":5,"remaining":0,"reset":1,"success":true}}`,
+	"/v2/ratelimit.multiReport":    `{"meta":{"requestId":"req_f"},"data":{"passed":true,"limits":[]}}`,
 	"/v2/ratelimit.setOverride":    `{"meta":{"requestId":"req_f"},"data":{"overrideId":"rlor_1"}}`,
 	"/v2/ratelimit.getOverride":    `{"meta":{"requestId":"req_f"},"data":{"overrideId":"rlor_1","duration":60000,"identifier":"o","limit":9}}`,
 	"/v2/ratelimit.listOverrides":  `{"meta":{"requestId":"req_f"},"data":[],"pagination":{"hasMore":false}}`,
