@@ -25,6 +25,17 @@
 // for Sluice's sliding window is past t, since the usage of a window fades
 // through the next one (see [Result.RetryAfter]).
 //
+// # Usage known after the handler ran
+//
+// A cost known only once the request was served, the tokens of a language
+// model's answer, is added by the handler with [AddUsage]; the middleware
+// reports it on the request's counter when the handler returns
+// ([Reporter]: [Embedded] and [Remote] are). A report is never denied and
+// counts whole, even past the limit, so the key's next requests are
+// denied until the window lets them through. Config.Cost is then what the
+// request is known to spend before it runs: 0 (a peek: the request passes
+// while anything is left) or a small estimate.
+//
 // # Failures
 //
 // When the limiter fails (an error, not a denial), the middleware fails

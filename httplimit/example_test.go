@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -129,4 +130,45 @@ func ExampleTrustedProxies() {
 	// The key function for httplimit.Config.Key:
 	_ = httplimit.ClientIP(proxies)
 	// Output: 198.51.100.17
+}
+
+// A token budget for a language model behind the middleware: each team
+// may spend 1,000 tokens an hour. A request passes while anything is left
+// (Cost 0: a peek), and the handler adds the tokens its answer used once
+// it knows them; the middleware reports them after the handler returns,
+// even past the budget, so the team's next request is refused.
+func ExampleAddUsage() {
+	limiter, err := sluice.New(sluice.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter: httplimit.Embedded(limiter),
+		Policy:  httplimit.Policy{Name: "tokens", Limit: 1000, Window: time.Hour},
+		Key:     httplimit.Header("X-Team"),
+		Cost:    func(*http.Request) int64 { return 0 },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		used := int64(600) // what the model's answer cost, known once it is written
+		_, _ = io.WriteString(w, "an answer\n")
+		httplimit.AddUsage(r.Context(), used)
+	})
+	handler := mw.Wrap(answer)
+
+	for range 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat", nil)
+		r.Header.Set("X-Team", "team-7")
+		handler.ServeHTTP(w, r)
+		remaining, _, _ := strings.Cut(w.Header().Get("RateLimit"), ";t=") // t: seconds to the window's end
+		fmt.Println(w.Code, remaining)
+	}
+	// Output:
+	// 200 "tokens";r=1000
+	// 200 "tokens";r=400
+	// 429 "tokens";r=0
 }

@@ -34,7 +34,9 @@ type Config struct {
 	// Key returns a request's key. Default: ClientIP(TrustedProxies{}),
 	// the connection's peer address.
 	Key KeyFunc
-	// Cost returns what a request spends, 0 or more. Default: 1.
+	// Cost returns what a request spends, 0 or more, as it is decided.
+	// Default: 1. A cost known only once the handler ran (the tokens of an
+	// answer) is added by the handler with [AddUsage].
 	Cost func(r *http.Request) int64
 	// FailClosed refuses requests with 503 when the limiter fails (an
 	// error, not a denial). By default the middleware fails open: the
@@ -43,9 +45,11 @@ type Config struct {
 	FailClosed bool
 	// OnError, if set, is called with every error: the limiter's (then the
 	// request is served or refused as FailClosed says), a key's ([ErrNoKey]:
-	// refused with 400), or a PolicyFunc's invalid policy
-	// ([ErrInvalidPolicy]: handled as the limiter's). Log or count them:
-	// failing open hides them otherwise.
+	// refused with 400), a PolicyFunc's invalid policy
+	// ([ErrInvalidPolicy]: handled as the limiter's), or a failed report
+	// of the usage a handler added ([AddUsage]; [ErrCannotReport] when the
+	// Limiter is not a [Reporter]), after the request was served. Log or
+	// count them: failing open hides them otherwise.
 	OnError func(r *http.Request, err error)
 	// Denied writes the answer to a denied request; the rate-limit fields
 	// and Retry-After are set already, and [FromContext] gives the
@@ -87,7 +91,8 @@ func New(cfg Config) (*Middleware, error) {
 // RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11);
 // a denied request is answered by Config.Denied (429 with Retry-After) and
 // never reaches next; an allowed one reaches next with its [Result] in its
-// context.
+// context, and what next adds with [AddUsage] is reported on its counter
+// once next returns.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := m.policy(r)
@@ -120,7 +125,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			m.cfg.Denied.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		m.serveCounted(w, r, next, p, key)
 	})
 }
 
