@@ -169,3 +169,42 @@ func ExampleConfig_clock() {
 	fmt.Println(res.Remaining, res.Reset.UTC().Format(time.TimeOnly))
 	// Output: 4 12:01:00
 }
+
+// A token budget: each call checks the budget with one token before it
+// asks the model, then reports the tokens the answer used. The report is
+// counted even past the budget, so the next check is denied until the
+// window lets it through (docs/token-budgets.md).
+func ExampleLimiter_Report() {
+	l, err := sluice.New(sluice.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+
+	at := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	budget := sluice.Request{Namespace: "llm.tokens", Identifier: "team-7", Limit: 1000, Duration: time.Hour, Time: at}
+	for _, used := range []int64{600, 700, 100} { // what each answer turns out to cost
+		check := budget
+		check.Cost = 1
+		res, err := l.Ratelimit(ctx, check)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if !res.Success {
+			fmt.Println("budget spent:", res.Current, "of", res.Limit)
+			continue
+		}
+		report := budget
+		report.Cost = used // known once the answer is written
+		res, err = l.Report(ctx, report)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("reported", used, "->", res.Current, "used,", res.Remaining, "left")
+	}
+	// Output:
+	// reported 600 -> 601 used, 399 left
+	// reported 700 -> 1302 used, 0 left
+	// budget spent: 1302 of 1000
+}
