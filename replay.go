@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,9 @@ type replayer struct {
 	l       *Limiter
 	head    atomic.Pointer[cell] // stack of dirty cells, linked through cell.next
 	backlog atomic.Int64         // cells on the stack or in a batch not yet sent
+	// marking counts the marks between their flag and their push (see
+	// mark): the final flush waits for them.
+	marking atomic.Int64
 	wake    chan struct{}
 	fails   atomic.Int32 // consecutive failed replay calls
 
@@ -73,10 +77,26 @@ func newReplayer(l *Limiter) *replayer {
 }
 
 // mark queues c for replay unless it is queued already. It never blocks.
+//
+// The mark that sets c's flag pushes c, and counts itself in marking
+// from before the flag until after the push: a mark that finds the flag
+// set pushes nothing, leaving c to that one, so until its push c is
+// flagged but on no stack, and the final flush, which finds no cell
+// queued, must not stop while such a mark runs (see final). A mark that
+// finds the flag set pays one load.
 func (r *replayer) mark(c *cell) {
-	if !c.setFlag(flagDirty) {
+	if c.flags.Load()&flagDirty != 0 {
 		return
 	}
+	r.marking.Add(1)
+	if c.setFlag(flagDirty) {
+		r.push(c)
+	}
+	r.marking.Add(-1)
+}
+
+// push puts c, flagged dirty, on the stack and wakes the dispatcher.
+func (r *replayer) push(c *cell) {
 	for {
 		top := r.head.Load()
 		c.next = top
@@ -384,11 +404,25 @@ func (r *replayer) batches(c *cell, each func([]*cell)) {
 // FlushTimeout has passed: one deadline bounds every call of the final
 // flush together. What could not
 // be replayed is logged and counted.
+//
+// Nothing is left when no cell is queued and no mark is between its
+// flag and its push (marking, read before the stack): such a mark may
+// hold the cell of increments whose own mark found the flag set, the
+// requeue of a write that Close cut short included. A mark that starts
+// after that read is an admission's that finds the limiter closed and
+// takes its increment back (see Limiter.accepted).
 func (r *replayer) final(jobs chan<- replayJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.l.cfg.FlushTimeout)
 	defer cancel()
 	r.unparkAll()
-	for ctx.Err() == nil && r.round(ctx, jobs) {
+	for ctx.Err() == nil {
+		if !r.round(ctx, jobs) {
+			if r.marking.Load() == 0 && r.head.Load() == nil {
+				break
+			}
+			runtime.Gosched() // a mark is about to push its cell
+			continue
+		}
 		if writes, _ := r.reservedLeft(); r.head.Load() == nil && writes == 0 {
 			continue // everything sent: the next round ends the loop
 		}

@@ -277,9 +277,10 @@ func TestReportsCountOnceUnderFaults(t *testing.T) {
 // answers ErrClosed is taken back, though a replay already on its way may
 // have carried it (as for Ratelimit, see Limiter.Close): the origin holds
 // every answered report, and no more than the batches told ErrClosed on
-// top.
+// top. It found the final flush stopping while a mark held a cell
+// unqueued (TestFinalFlushWaitsForAMarkInFlight).
 func TestReportCloseRace(t *testing.T) {
-	for round := range 20 {
+	for round := range 50 {
 		o := memory.New(nil)
 		l, err := sluice.New(sluice.Config{Origin: o})
 		if err != nil {
@@ -304,7 +305,10 @@ func TestReportCloseRace(t *testing.T) {
 			})
 		}
 		time.Sleep(time.Duration(round%4) * 100 * time.Microsecond)
-		if err := l.Close(); err != nil {
+		// Close may count as lost an increment that a batch racing it
+		// takes back after the count (ErrNotFlushed); the origin's total
+		// below tells what was lost.
+		if err := l.Close(); err != nil && !errors.Is(err, sluice.ErrNotFlushed) {
 			t.Fatalf("round %d: Close: %v", round, err)
 		}
 		wg.Wait()
