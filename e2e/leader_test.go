@@ -32,8 +32,9 @@ type globalWork struct {
 // second (MariaDB's Com_* and Handler_read_* counters) are the same, within
 // 10%, with one node per region and with three; the statements match the
 // simulation of the same requests (sim.RunTrace) within 20% (its rows read
-// are logged beside MariaDB's: the simulation's count of them is an
-// estimate that leaves out what the upserts and the regions' table read). Halfway through the
+// are logged beside MariaDB's: the simulation's count, calibrated on a
+// fresh table, is about two thirds of what MariaDB reads on the suite's
+// shared table, which also holds the expired rows of earlier runs). Halfway through the
 // three-node run the leader of the first region is killed (SIGKILL): another
 // node of the region reports itself leader within two intervals, every
 // request sent to the live nodes is answered, and no region's stored count
