@@ -152,12 +152,13 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 }
 
 // The commands of the Redis origin's origin.Region calls: the lease script
-// (its call, GET and HMGET; HSET, SET and PEXPIRE too when the caller holds
+// (its call, GET and HMGET; HSET, SET and PTTL too when the caller holds
 // the lease), RPUSH and LTRIM for nominations, LPOP for taking them, and
-// the import script for a cell (its call, HMGET, HSET).
+// the import script for a cell (its call, HMGET, HSET; PEXPIRE too when it
+// creates the cell's key, which counts as a key written).
 const (
 	leadCommands      = 3
-	leadHeldCommands  = 6
+	leadHeldCommands  = 6 // and PEXPIRE of the term once in three days and a half
 	nominateCommands  = 2
 	nominatedCommands = 1
 	importCommands    = 3

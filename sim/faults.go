@@ -128,7 +128,11 @@ func (f faultyRegion) Import(ctx context.Context, imports []origin.Import) error
 	if f.fail() {
 		return origin.ErrUnavailable
 	}
-	f.n.redis.region(importCommands * int64(len(imports)))
+	n := importCommands * int64(len(imports))
+	for _, im := range imports {
+		n += f.n.redis.expiry(im.Cell) // an import of a cell the region has not written creates its key
+	}
+	f.n.redis.region(n)
 	return f.region.Import(ctx, imports)
 }
 

@@ -51,7 +51,8 @@ var _ origin.Region = (*Origin)(nil)
 //
 // It returns {held (0/1), holder, fence, since, regions, counts cursor,
 // denials cursor}. The lease's start is Redis's own clock (TIME), so two
-// holders never hold it at once by that clock.
+// holders never hold it at once by that clock. The term's expiry is pushed
+// back only once half of it has passed, not at every renewal.
 var leadScript = goredis.NewScript(`
 local holder = redis.call('GET', KEYS[1])
 local held = 0
@@ -66,7 +67,7 @@ if not holder or holder == ARGV[1] then
     holder = ARGV[1]
   end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  if redis.call('PTTL', KEYS[2]) < ARGV[6] / 2 then redis.call('PEXPIRE', KEYS[2], ARGV[6]) end
 end
 local h = redis.call('HMGET', KEYS[2], 'fence', 'since', 'regions', 'c', 'd')
 return {held, holder, h[1] or '0', h[2] or '0', h[3] or '0', h[4] or '0', h[5] or '0'}
