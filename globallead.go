@@ -75,13 +75,14 @@ func (l *Limiter) handBack(ctx context.Context, st *GlobalStats) {
 	for _, d := range g.lead.pendingDenials {
 		ns = append(ns, origin.Nomination{Cell: d.Cell, Limit: d.Limit, Usage: d.Usage})
 	}
+	denials := len(g.lead.pendingDenials)
 	clear(g.lead.counts)
 	g.lead.pendingDenials = nil
 	if len(ns) == 0 {
 		return
 	}
 	if err := g.region.Nominate(ctx, ns); err != nil {
-		st.DenialsLost += len(ns) - len(g.lead.counts)
+		st.DenialsLost += denials
 		st.fail(err)
 	}
 }
