@@ -84,9 +84,9 @@ const cellHeapBytes = 230
 
 // The Redis origin's commands, as INFO commandstats counts them (see
 // docs/redis-origin.md; origin/redis's TestCommandsPerCall pins them): a
-// load is two HGETs; a replay one EVALSHA per 256 cells, whose script
+// load is two HMGETs; a replay one EVALSHA per 256 cells, whose script
 // runs HMGET and HSET for each cell it raises, and PEXPIRE for a new one; a
-// decision one EVALSHA whose script runs HMGET and HGET, and HSET when it
+// decision one EVALSHA whose script runs two HMGETs, and HSET when it
 // writes (PEXPIRE for a new cell).
 const (
 	loadCommands       = 2
@@ -110,7 +110,7 @@ type redisCosts struct {
 func (c *redisCosts) load(key origin.Key, seq int64) {
 	cur := redis.CellKey(origin.Cell{Key: key, Sequence: seq})
 	c.loadCmds.Add(loadCommands)
-	c.bytes.Add(2 * resp("HGET", cur, "n"))
+	c.bytes.Add(2 * resp("HMGET", cur, "n", "i"))
 }
 
 // scriptCells is the most cells one call of the Redis origin's raise

@@ -5,7 +5,7 @@
 // The limiter never waits for Redis on its warm path. It replays accepted
 // increments asynchronously through [Origin.Apply] (a pipeline of atomic
 // raise-and-expire scripts, coalesced per cell by the caller), reads a cold
-// or stale counter through [Origin.Load] (two HGETs of the current and the
+// or stale counter through [Origin.Load] (two HMGETs of the current and the
 // previous cell in one pipeline, one round trip), and has strict-mode
 // requests decided atomically by [Origin.Decide] (one script call).
 //

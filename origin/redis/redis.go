@@ -177,9 +177,9 @@ func (o *Origin) Close() error {
 	return nil
 }
 
-// Load returns the totals of cells seq and seq-1 of key with two HGETs in
-// one pipeline (both keys share a cluster slot). A missing key counts as
-// zero.
+// Load returns the totals and imported counts of cells seq and seq-1 of
+// key with two HMGETs in one pipeline (both keys share a cluster slot). A
+// missing key or field counts as zero.
 func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Counts, error) {
 	if err := checkKey(key); err != nil {
 		return origin.Counts{}, fmt.Errorf("%w (load): %w", ErrInvalidCell, err)
