@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,33 +39,54 @@ func (n *clusterNode) metricsURL() string {
 	return n.URL + "/metrics"
 }
 
+// handedOut holds the gossip ports gossipPorts returned in this process:
+// the cluster tests run two at a time (t.Parallel), and a port one of them
+// checked free must not go to the other before its node binds it.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // gossipPorts returns n ports free for TCP and UDP on 127.0.0.1, below the
 // ephemeral range (32768 and up on Linux), so that no outgoing connection
-// takes one between this check and the node's bind.
+// takes one between this check and the node's bind, and never returned
+// before in this process.
 func gossipPorts(t *testing.T, n int) []int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	var ports []int
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 1000 {
 			t.Fatal("no free gossip port")
 		}
 		port := 20000 + rand.IntN(12000)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
+		if handedOut.ports[port] || !portFree(port) {
 			continue
 		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		if !slices.Contains(ports, port) {
-			ports = append(ports, port)
-		}
+		handedOut.ports[port] = true
+		ports = append(ports, port)
 	}
 	return ports
+}
+
+// portFree reports whether port is free for TCP and UDP on 127.0.0.1.
+func portFree(port int) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	pc, err := net.ListenPacket("udp", addr)
+	ln.Close()
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
 }
 
 // startCluster starts n nodes on loopback, each told to join all the
@@ -221,6 +243,7 @@ func nextCell(d time.Duration) time.Time {
 // random node. The total admitted must be within ±2% (3 nodes) or ±5% (5
 // nodes) of the single-node reference model on the merged stream.
 func TestClusterAccuracy(t *testing.T) {
+	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("15 s of load per cluster size")
 	}
@@ -324,6 +347,7 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 // detection time, admit at most 7.5% more than the reference model until
 // then, and what it admits within a window after that.
 func TestClusterKillNode(t *testing.T) {
+	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("25 s of load")
 	}
@@ -508,6 +532,7 @@ func TestClusterGracefulLeave(t *testing.T) {
 // members again after it resumes, and a whole window after that admits what
 // the reference model admits.
 func TestClusterHungNode(t *testing.T) {
+	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("35 s of load")
 	}

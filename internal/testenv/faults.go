@@ -75,6 +75,7 @@ func (p *Proxy) Up() {
 type RedisServer struct {
 	t    testing.TB
 	Addr string
+	dir  string // the server's files, removed after it stops
 	cmd  *exec.Cmd
 }
 
@@ -91,9 +92,9 @@ func StartRedis(t testing.TB) *RedisServer {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	s := &RedisServer{t: t, Addr: addr}
+	s := &RedisServer{t: t, Addr: addr, dir: t.TempDir()}
+	t.Cleanup(s.Stop) // after TempDir's: cleanups run last first, so the server stops before its directory goes
 	s.Start()
-	t.Cleanup(s.Stop)
 	return s
 }
 
@@ -103,7 +104,7 @@ func (s *RedisServer) Start() {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir())
+		"--save", "", "--appendonly", "no", "--dir", s.dir)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("testenv: start redis-server: %v", err)
 	}

@@ -38,13 +38,17 @@ func startPrivateCluster(t testing.TB, masters int, replicas bool) *privateClust
 		t.Skip("redis-server is not installed")
 	}
 	pc := &privateCluster{t: t, masters: masters}
-	t.Cleanup(pc.stop)
 	n := masters
 	if replicas {
 		n *= 2
 	}
-	for range n {
-		pc.startNode()
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	t.Cleanup(pc.stop) // after the directories': cleanups run last first, so the servers stop before their directories go
+	for _, dir := range dirs {
+		pc.startNode(dir)
 	}
 	ctx := context.Background()
 	nodes := make([]*goredis.Client, n)
@@ -75,11 +79,11 @@ func startPrivateCluster(t testing.TB, masters int, replicas bool) *privateClust
 	return pc
 }
 
-// startNode starts one cluster node on a free port.
-func (pc *privateCluster) startNode() {
+// startNode starts one cluster node on a free port, its files in dir.
+func (pc *privateCluster) startNode(dir string) {
 	port := freeClusterPort(pc.t)
 	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", pc.t.TempDir(),
+		"--save", "", "--appendonly", "no", "--dir", dir,
 		"--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
 		"--cluster-require-full-coverage", "no")
 	if err := cmd.Start(); err != nil {
