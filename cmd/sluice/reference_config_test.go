@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -57,7 +59,17 @@ func writeConfigurationReference(w io.Writer) error {
 		writeCommand(w, cmd)
 	}
 	writeSharedEnvs(w, root)
+	writeSecretFlags(w)
 	return nil
+}
+
+// writeSecretFlags lists the flags of serve that may hold a secret
+// (secretFlags): given on the command line, each logs a warning at start.
+func writeSecretFlags(w io.Writer) {
+	fmt.Fprintf(w, "\n## Secrets on the command line\n\nThe command line of a process is readable by every local user (`ps`, `/proc/PID/cmdline`). `sluice serve` logs a warning at start (`a secret is given on the command line`) for each of these flags given there with a secret in it; give the value in its other place instead:\n\n| flag | give it instead in |\n|---|---|\n")
+	for _, f := range secretFlags {
+		fmt.Fprintf(w, "| `--%s` | %s |\n", f.name, mdCell(f.instead))
+	}
 }
 
 // writeSharedEnvs lists the environment variables (and so the YAML keys)
@@ -257,4 +269,34 @@ func checkFlagsAreServes() error {
 		return fmt.Errorf("the flags of sluice check are not those of serve and --config:\n check: %v\n serve: %v", check, serve)
 	}
 	return nil
+}
+
+// TestConfigurationExamples checks that every YAML example of
+// docs/reference/configuration.md is a --config file that sluice accepts:
+// valid YAML whose keys are all flags.
+func TestConfigurationExamples(t *testing.T) {
+	page, err := os.ReadFile(configurationPage.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(page, -1)
+	if len(blocks) == 0 {
+		t.Fatalf("%s has no YAML example", configurationPage.path)
+	}
+	var c cli
+	exit := -1
+	parser, err := newParser(&c, "sluice", "", io.Discard, io.Discard, &exit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range blocks {
+		r, err := yamlLoader(bytes.NewReader(b[1]))
+		if err != nil {
+			t.Errorf("example %d: %v", i+1, err)
+			continue
+		}
+		if err := r.Validate(parser.Model); err != nil {
+			t.Errorf("example %d: %v", i+1, err)
+		}
+	}
 }

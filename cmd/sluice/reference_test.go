@@ -47,12 +47,14 @@ func checkReferencePage(t *testing.T, page referencePage, generated []byte) {
 		}
 		return
 	}
+	name := strings.TrimPrefix(page.path, "../../")
 	switch {
 	case !found:
-		t.Fatalf("%s has no line %q; regenerate it with: %s", page.path, strings.TrimSpace(marker), page.command)
+		t.Fatalf("%s has no line %q; regenerate it with: %s", name, strings.TrimSpace(marker), page.command)
 	case !bytes.Equal(body, generated):
+		n := firstDifferentLine(body, generated)
 		t.Errorf("%s differs from the code at line %d (want %q); regenerate it with: %s",
-			page.path, bytes.Count(header, []byte("\n"))+1+firstDifferentLine(body, generated), lineAt(generated, firstDifferentLine(body, generated)), page.command)
+			name, bytes.Count(header, []byte("\n"))+1+n, lineAt(generated, n), page.command)
 	}
 }
 
