@@ -40,6 +40,15 @@ const (
 	publishInterval = time.Second
 )
 
+// registerAnalyticsMetrics registers the analytics' metric,
+// sluice_analytics_decisions_dropped_total, read from dropped.
+func registerAnalyticsMetrics(reg prometheus.Registerer, dropped func() float64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_analytics_decisions_dropped_total",
+		Help: "Decisions left out of the analytics because the recorder's queue was full (decisions are never held back for it).",
+	}, dropped))
+}
+
 // newAnalytics returns the analytics, or nil with --analytics=false: this
 // node's recorder, shared with the nodes of the region through --redis-url
 // when it is set. It applies the queue every advanceInterval, and
@@ -55,10 +64,7 @@ func (c *serveCmd) newAnalytics(log *slog.Logger, reg prometheus.Registerer, cl 
 	if err != nil {
 		return nil, err
 	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "sluice_analytics_decisions_dropped_total",
-		Help: "Decisions left out of the analytics because the recorder's queue was full (decisions are never held back for it).",
-	}, func() float64 { return float64(rec.Stats().Dropped) }))
+	registerAnalyticsMetrics(reg, func() float64 { return float64(rec.Stats().Dropped) })
 	var region *analyticsredis.Region
 	if c.RedisURL != "" {
 		client, err := redis.NewClient(c.RedisURL)
