@@ -11,7 +11,7 @@ import (
 )
 
 // TestCellFitsItsSizeClass guards the memory budget (about 200 bytes of heap
-// per active cell, see docs/benchmarks.md): a cell and its key must stay
+// per active cell, see docs/benchmarks/decision-path.md): a cell and its key must stay
 // within the 176-byte allocation class together with the trie entry's two
 // words.
 func TestCellFitsItsSizeClass(t *testing.T) {
