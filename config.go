@@ -86,7 +86,7 @@ type Config struct {
 	// because the local view may not have seen the other nodes' latest
 	// admissions yet. It costs at most one origin call per admission in
 	// that last share of each window (denials stay local); a larger margin
-	// trades origin calls for accuracy across nodes (docs/benchmarks.md
+	// trades origin calls for accuracy across nodes (docs/benchmarks/decision-path.md
 	// measures both). A negative value turns it off (only strict mode asks
 	// the origin). Default 0.2.
 	OriginMargin float64
@@ -126,7 +126,7 @@ type Config struct {
 	// sparing cells in strict mode or with increments not replayed yet
 	// while others can go. An evicted counter is read again from the origin
 	// on its next decision (without an origin, it starts again from zero).
-	// docs/benchmarks.md gives the heap per cell. Default 5,000,000.
+	// docs/benchmarks/decision-path.md gives the heap per cell. Default 5,000,000.
 	MaxCounters int
 
 	// MaxCountersPerWorkspace, if set, caps the cells one tenant (a

@@ -16,7 +16,7 @@ import (
 // band is far wider than the fault-free tests'. A window can also fall
 // below the model's when the one before it was over-admitted: the nodes
 // weigh the previous cell at what the region really admitted, the model at
-// what it admitted itself. Measured (docs/consistency.md, eleven short
+// what it admitted itself. Measured (docs/benchmarks/consistency.md, eleven short
 // runs and one of 5 minutes): windows 0.899-3.72, phases 1.19-2.11. The
 // highest a window can go is every node deciding alone, 5 × the model.
 var chaosBand = struct{ windowLow, windowHigh, phaseLow, phaseHigh float64 }{

@@ -50,7 +50,7 @@ const (
 // the end, the node's heap, the cells it holds, its global rounds and the
 // cells they pulled, and what MariaDB read and Redis ran, then the heap
 // live after a collection, and fails if that passes the 250 MB of
-// docs/capacity.md's target or the node did not pull every cell of the
+// docs/explanation/capacity.md's target or the node did not pull every cell of the
 // table.
 //
 // It takes about five minutes and fills ~2.6 million rows, so it runs

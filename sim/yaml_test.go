@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestCapacityScenarioFiles loads every scenario file docs/capacity.md
+// TestCapacityScenarioFiles loads every scenario file docs/explanation/capacity.md
 // runs: each is valid, within the simulator's bound, and named after its
 // file.
 func TestCapacityScenarioFiles(t *testing.T) {
