@@ -115,9 +115,9 @@ func TestAlertRules(t *testing.T) {
 	})
 }
 
-// checkRunbooks fails for an alert without a severity, a summary, a
-// description or a runbook_url pointing at a heading of docs/howto/operations.md
-// named after it.
+// checkRunbooks fails for an alert without a severity, a summary, a description
+// or a runbook_url pointing at a heading of docs/howto/operations.md named
+// after it.
 func checkRunbooks(t *testing.T) {
 	doc, err := os.ReadFile(runbookPath)
 	if err != nil {

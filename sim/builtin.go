@@ -145,8 +145,8 @@ func clusterScenarios() []Scenario {
 	return []Scenario{load, nodeLoss}
 }
 
-// Deployments returns the built-in scenarios of whole deployments, run for
-// what they cost (docs/explanation/capacity.md) rather than for the accuracy report:
+// Deployments returns the built-in scenarios of whole deployments, run for what
+// they cost (docs/explanation/capacity.md) rather than for the accuracy report:
 // they are not part of Builtin, and take tens of seconds each. Each call
 // returns fresh values.
 func Deployments() []Scenario {

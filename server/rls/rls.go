@@ -14,8 +14,8 @@
 // workspace [Workspace], namespace = the domain, identifier = the
 // descriptor's entries. The enforced descriptors of one call are decided
 // all-or-nothing with one RatelimitMany: a call denied on one descriptor
-// spends nothing on the others. docs/reference/rls-config.md describes the format, the
-// matching rules and the differences from envoyproxy/ratelimit.
+// spends nothing on the others. docs/reference/rls-config.md describes the
+// format, the matching rules and the differences from envoyproxy/ratelimit.
 package rls
 
 import (
