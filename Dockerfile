@@ -2,7 +2,7 @@
 # rediss://, MySQL over TLS and an https OpenTelemetry collector) and an
 # empty data folder, on no base image at all. Build it with `make image`,
 # which builds dist/sluice-linux-<arch> and stages the CA bundle and the
-# data folder under dist/ first (docs/deploy.md); the build pulls nothing.
+# data folder under dist/ first (docs/howto/deploy.md); the build pulls nothing.
 FROM scratch
 
 ARG TARGETARCH=amd64

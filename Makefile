@@ -45,7 +45,7 @@ chaos: services
 # fullsize runs one node of scale-1m at full size (e2e/fullsize_test.go):
 # ~1.7 million rows of 9 other regions in MariaDB, the node's 5,000
 # requests a second over a million identities for a window; it reports the
-# node's heap and cells and what its pulls cost (docs/capacity.md).
+# node's heap and cells and what its pulls cost (docs/explanation/capacity.md).
 fullsize: services
 	SLUICE_FULLSIZE=1 $(GO) test -count=1 -run '^TestFullSizeNode$$' -v -timeout 15m ./e2e
 
@@ -53,13 +53,13 @@ fullsize: services
 # into dist/ as sluice-<os>-<arch>, stamped with VERSION (default: git
 # describe --tags --always --dirty), the commit and the build date, and
 # writes dist/SHA256SUMS (check it with: cd dist && sha256sum -c SHA256SUMS).
-# TARGETS="linux/amd64" builds a subset (docs/deploy.md).
+# TARGETS="linux/amd64" builds a subset (docs/howto/deploy.md).
 release:
 	scripts/release.sh
 
 # image builds the container image sluice:$(VERSION) (FROM scratch: the
 # binary and a CA bundle, user 65532) from a linux binary of the host's
 # architecture, pulling nothing: with docker if its daemon answers, else
-# with podman (DOCKER=podman or DOCKER=docker picks one; docs/deploy.md).
+# with podman (DOCKER=podman or DOCKER=docker picks one; docs/howto/deploy.md).
 image:
 	scripts/image.sh

@@ -11,9 +11,9 @@ import (
 )
 
 // TestCellFitsItsSizeClass guards the memory budget (about 200 bytes of heap
-// per active cell, see docs/benchmarks.md): a cell and its key must stay
-// within the 176-byte allocation class together with the trie entry's two
-// words.
+// per active cell, see docs/benchmarks/decision-path.md): a cell and its key
+// must stay within the 176-byte allocation class together with the trie entry's
+// two words.
 func TestCellFitsItsSizeClass(t *testing.T) {
 	const entryHeader = 16 // hashtrie entry: node header and overflow pointer
 	size := entryHeader + unsafe.Sizeof(origin.Cell{}) + unsafe.Sizeof(cell{})

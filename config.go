@@ -80,15 +80,15 @@ type Config struct {
 	// OriginBackoff. Default 1s.
 	OriginBackoff time.Duration
 
-	// OriginMargin is the share of the limit near which the origin decides:
-	// a request that would bring the local view above (1-OriginMargin) ×
-	// limit is decided by the origin in one atomic step, as in strict mode,
-	// because the local view may not have seen the other nodes' latest
-	// admissions yet. It costs at most one origin call per admission in
-	// that last share of each window (denials stay local); a larger margin
-	// trades origin calls for accuracy across nodes (docs/benchmarks.md
-	// measures both). A negative value turns it off (only strict mode asks
-	// the origin). Default 0.2.
+	// OriginMargin is the share of the limit near which the origin decides: a
+	// request that would bring the local view above (1-OriginMargin) × limit is
+	// decided by the origin in one atomic step, as in strict mode, because the
+	// local view may not have seen the other nodes' latest admissions yet. It
+	// costs at most one origin call per admission in that last share of each
+	// window (denials stay local); a larger margin trades origin calls for
+	// accuracy across nodes (docs/benchmarks/decision-path.md measures both). A
+	// negative value turns it off (only strict mode asks the origin). Default
+	// 0.2.
 	OriginMargin float64
 
 	// RefreshAfter is how old a warm counter's last origin read may get
@@ -122,11 +122,12 @@ type Config struct {
 	// MaxCounters caps the window cells held in memory (a counter holds one
 	// cell per active window, two across a rollover): past it, cells are
 	// evicted at once, down to 90% of the cap, from the tenants over their
-	// share (see MaxCountersPerWorkspace), least recently used first,
-	// sparing cells in strict mode or with increments not replayed yet
-	// while others can go. An evicted counter is read again from the origin
-	// on its next decision (without an origin, it starts again from zero).
-	// docs/benchmarks.md gives the heap per cell. Default 5,000,000.
+	// share (see MaxCountersPerWorkspace), least recently used first, sparing
+	// cells in strict mode or with increments not replayed yet while others can
+	// go. An evicted counter is read again from the origin on its next decision
+	// (without an origin, it starts again from zero).
+	// docs/benchmarks/decision-path.md gives the heap per cell. Default
+	// 5,000,000.
 	MaxCounters int
 
 	// MaxCountersPerWorkspace, if set, caps the cells one tenant (a

@@ -173,7 +173,7 @@ func ExampleConfig_clock() {
 // A token budget: each call checks the budget with one token before it
 // asks the model, then reports the tokens the answer used. The report is
 // counted even past the budget, so the next check is denied until the
-// window lets it through (docs/token-budgets.md).
+// window lets it through (docs/howto/token-budgets.md).
 func ExampleLimiter_Report() {
 	l, err := sluice.New(sluice.Config{})
 	if err != nil {

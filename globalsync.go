@@ -43,7 +43,7 @@ const announceEvery = regionsActiveFor / 2
 // an interval to the round of a node that writes it, half to the pulls of
 // the other regions' nodes, and the jitter of both. Measured against 0, 1,
 // 2 and 3 on scale-1m and the accuracy report's multi-region scenarios
-// (docs/consistency.md), 1.5 writes the fewest rows that leave every
+// (docs/benchmarks/consistency.md), 1.5 writes the fewest rows that leave every
 // scenario's over-admission at or below the rule before it (1/(2R) of the
 // headroom whatever the pace).
 const publishLag = 1.5

@@ -2,11 +2,11 @@
 // decides from local memory and converges across nodes and regions in the
 // background.
 //
-// A [Limiter] counts requests per counter, identified by (workspace,
-// namespace, identifier, duration), in fixed window cells that it evaluates as
-// a sliding window: the current cell counts fully, the previous cell by the
-// fraction of it still inside the window. One process with the embedded
-// default makes exactly the decisions of that model (see docs/consistency.md).
+// A [Limiter] counts requests per counter, identified by (workspace, namespace,
+// identifier, duration), in fixed window cells that it evaluates as a sliding
+// window: the current cell counts fully, the previous cell by the fraction of
+// it still inside the window. One process with the embedded default makes
+// exactly the decisions of that model (see docs/explanation/decisions.md).
 //
 // Decisions never wait on the network except for a counter's first decision
 // (a cold counter is hydrated from the regional origin), a periodic refresh of

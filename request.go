@@ -100,7 +100,7 @@ func resolve(q *resolved, r *Request, nowMilli func() int64) error {
 	q.pos = window.At(t, d)
 	// Field by field rather than a composite literal: the literal is built
 	// on the stack and copied in wide moves that stall on its narrow
-	// stores (docs/benchmarks.md).
+	// stores (docs/benchmarks/decision-path.md).
 	q.cell.Workspace, q.cell.Namespace, q.cell.Identifier = r.Workspace, r.Namespace, r.Identifier
 	q.cell.Duration = time.Duration(d) * time.Millisecond
 	q.cell.Sequence = q.pos.Seq

@@ -17,9 +17,10 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// slidingModel is the single-node reference of docs/consistency.md, written
-// independently of the engine: fixed cells per identifier, and the previous
-// cell weighted by floor(prev * (d - elapsed) / d) with a 128-bit product.
+// slidingModel is the single-node reference of docs/explanation/decisions.md,
+// written independently of the engine: fixed cells per identifier, and the
+// previous cell weighted by floor(prev * (d - elapsed) / d) with a 128-bit
+// product.
 type slidingModel struct {
 	limit, d int64
 	cells    map[string]map[int64]int64 // identifier -> seq -> count

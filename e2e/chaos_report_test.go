@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// chaosBand bounds the admissions of the patient identifiers against the
-// model of the merged stream: each window's, and each phase's in total, as
-// a multiple of the model's. Faults make nodes decide on their own (a
-// frozen or killed Redis and the 3 s its breaker stays open, a decision
-// that failed and backed its counter off, a global layer cut off), so the
-// band is far wider than the fault-free tests'. A window can also fall
-// below the model's when the one before it was over-admitted: the nodes
-// weigh the previous cell at what the region really admitted, the model at
-// what it admitted itself. Measured (docs/consistency.md, eleven short
-// runs and one of 5 minutes): windows 0.899-3.72, phases 1.19-2.11. The
-// highest a window can go is every node deciding alone, 5 × the model.
+// chaosBand bounds the admissions of the patient identifiers against the model
+// of the merged stream: each window's, and each phase's in total, as a multiple
+// of the model's. Faults make nodes decide on their own (a frozen or killed
+// Redis and the 3 s its breaker stays open, a decision that failed and backed
+// its counter off, a global layer cut off), so the band is far wider than the
+// fault-free tests'. A window can also fall below the model's when the one
+// before it was over-admitted: the nodes weigh the previous cell at what the
+// region really admitted, the model at what it admitted itself. Measured
+// (docs/benchmarks/consistency.md, eleven short runs and one of 5 minutes):
+// windows 0.899-3.72, phases 1.19-2.11. The highest a window can go is every
+// node deciding alone, 5 × the model.
 var chaosBand = struct{ windowLow, windowHigh, phaseLow, phaseHigh float64 }{
 	windowLow: 0.75, windowHigh: 4.5, phaseLow: 0.95, phaseHigh: 3,
 }

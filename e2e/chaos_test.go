@@ -71,7 +71,7 @@ import (
 // The seed (logged; SLUICE_CHAOS_SEED repeats a run) draws the faults, the
 // request schedule and the balancing. SLUICE_CHAOS_DURATION sets the length
 // of the load (default one round, 60 s; `make chaos` runs 5 minutes).
-// docs/consistency.md records the figures.
+// docs/benchmarks/consistency.md records the figures.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of load on five processes with faults")

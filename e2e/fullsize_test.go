@@ -37,21 +37,20 @@ const (
 	fullSkew       = 1.1
 )
 
-// TestFullSizeNode runs one `sluice serve` of scale-1m at full size (see
-// the constants above), on its own Redis database and on MariaDB, for two
-// windows. The 9 other regions' rows are in the global layer's table as
-// they would be at full size (fullSizeRows) for the window before and the
-// two windows of the run; the node starts next to them and catches up
-// before the run. During it another writer changes them as those regions
-// would (SLUICE_FULLSIZE_ROWS rows a second, default 2,000: a fraction of
-// what they would write), and the node serves its share of the requests
-// (a million a second over 200 nodes: 5,000 a second, SLUICE_FULLSIZE_RATE)
-// over HTTP. It reports how long the catch-up took and, every 10 s and at
-// the end, the node's heap, the cells it holds, its global rounds and the
-// cells they pulled, and what MariaDB read and Redis ran, then the heap
-// live after a collection, and fails if that passes the 250 MB of
-// docs/capacity.md's target or the node did not pull every cell of the
-// table.
+// TestFullSizeNode runs one `sluice serve` of scale-1m at full size (see the
+// constants above), on its own Redis database and on MariaDB, for two windows.
+// The 9 other regions' rows are in the global layer's table as they would be at
+// full size (fullSizeRows) for the window before and the two windows of the
+// run; the node starts next to them and catches up before the run. During it
+// another writer changes them as those regions would (SLUICE_FULLSIZE_ROWS rows
+// a second, default 2,000: a fraction of what they would write), and the node
+// serves its share of the requests (a million a second over 200 nodes: 5,000 a
+// second, SLUICE_FULLSIZE_RATE) over HTTP. It reports how long the catch-up
+// took and, every 10 s and at the end, the node's heap, the cells it holds, its
+// global rounds and the cells they pulled, and what MariaDB read and Redis ran,
+// then the heap live after a collection, and fails if that passes the 250 MB of
+// docs/explanation/capacity.md's target or the node did not pull every cell of
+// the table.
 //
 // It takes about five minutes and fills ~2.6 million rows, so it runs
 // only with SLUICE_FULLSIZE=1 (make fullsize).

@@ -22,7 +22,7 @@ import (
 // store) stops answering. Decisions never wait on a failing service past
 // the origin timeout, and once the circuit breaker is open not at all; no
 // request fails; the node recovers when the service comes back. The figures
-// each test logs are recorded in docs/operations.md.
+// each test logs are recorded in docs/benchmarks/outages.md.
 
 const (
 	outageRate   = 500 // requests per second

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# flood.sh measures the over-limit flood of docs/benchmarks.md: wrk sends
+# flood.sh measures the over-limit flood of docs/benchmarks/redis.md: wrk sends
 # scripts/wrk/flood.lua (10 identifiers far over a limit of 100 per minute)
 # to `sluice serve` on the embedded default and to `sluice serve --redis-url`
 # on a redis-server of its own, interleaved, and prints for each run the

@@ -145,8 +145,8 @@ func clusterScenarios() []Scenario {
 	return []Scenario{load, nodeLoss}
 }
 
-// Deployments returns the built-in scenarios of whole deployments, run for
-// what they cost (docs/capacity.md) rather than for the accuracy report:
+// Deployments returns the built-in scenarios of whole deployments, run for what
+// they cost (docs/explanation/capacity.md) rather than for the accuracy report:
 // they are not part of Builtin, and take tens of seconds each. Each call
 // returns fresh values.
 func Deployments() []Scenario {
@@ -167,7 +167,7 @@ func scale1M() Scenario {
 		Name: "scale-1m",
 		Description: "A million active identities (Zipf 1.1) over 10 regions of 20 nodes, a million requests per second, " +
 			"60 a minute allowed to each, a global round every second, run at 1/100 of its identities and requests " +
-			"(10,000 identities, 10,000 requests per second) on the full topology: docs/capacity.md extrapolates to the full size. " +
+			"(10,000 identities, 10,000 requests per second) on the full topology: docs/explanation/capacity.md extrapolates to the full size. " +
 			"The band is the over-admission target, 5%.",
 		Regions: 10, Nodes: 20, Limit: 60, Window: globalWindow, Windows: 1, Load: 1,
 		Identifiers: 1_000_000 / scale1MFraction, Skew: 1.1, GlobalInterval: globalEvery,

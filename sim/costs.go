@@ -83,11 +83,11 @@ type RedisSplit struct {
 const cellHeapBytes = 230
 
 // The Redis origin's commands, as INFO commandstats counts them (see
-// docs/redis-origin.md; origin/redis's TestCommandsPerCall pins them): a
-// load is two HMGETs; a replay one EVALSHA per 256 cells, whose script
+// docs/explanation/regional-origins.md; origin/redis's TestCommandsPerCall pins
+// them): a load is two HMGETs; a replay one EVALSHA per 256 cells, whose script
 // runs HMGET and HSET for each cell it raises, and PEXPIRE for a new one; a
-// decision one EVALSHA whose script runs two HMGETs, and HSET when it
-// writes (PEXPIRE for a new cell).
+// decision one EVALSHA whose script runs two HMGETs, and HSET when it writes
+// (PEXPIRE for a new cell).
 const (
 	loadCommands       = 2
 	applyCallCommands  = 1

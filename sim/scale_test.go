@@ -84,12 +84,12 @@ func TestScaleStudyShape(t *testing.T) {
 	}
 }
 
-// TestScale1MIsTheTargetDeployment checks the built-in scale-1m against
-// the deployment docs/capacity.md sizes: 10 regions of 20 nodes, Zipf 1.1
-// identities at one request per second each, 60 a minute allowed, a round
-// a second, scaled down in identities (and so requests) only, within the
-// simulator's bound, found by name, outside the accuracy report, and held
-// to the over-admission target by its band.
+// TestScale1MIsTheTargetDeployment checks the built-in scale-1m against the
+// deployment docs/explanation/capacity.md sizes: 10 regions of 20 nodes, Zipf
+// 1.1 identities at one request per second each, 60 a minute allowed, a round a
+// second, scaled down in identities (and so requests) only, within the
+// simulator's bound, found by name, outside the accuracy report, and held to
+// the over-admission target by its band.
 func TestScale1MIsTheTargetDeployment(t *testing.T) {
 	s, ok := Find("scale-1m")
 	if !ok {

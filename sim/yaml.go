@@ -14,8 +14,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// LoadFile reads one scenario from a YAML file (schema: docs/sim.md). Every
-// error names the file, and, for an error about a field, its line and name.
+// LoadFile reads one scenario from a YAML file (schema:
+// docs/explanation/simulator.md). Every error names the file, and, for an error
+// about a field, its line and name.
 func LoadFile(path string) (Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

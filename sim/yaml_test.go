@@ -131,9 +131,9 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestCapacityScenarioFiles loads every scenario file docs/capacity.md
-// runs: each is valid, within the simulator's bound, and named after its
-// file.
+// TestCapacityScenarioFiles loads every scenario file
+// docs/explanation/capacity.md runs: each is valid, within the simulator's
+// bound, and named after its file.
 func TestCapacityScenarioFiles(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "docs", "capacity", "*.yaml"))
 	if err != nil || len(files) == 0 {

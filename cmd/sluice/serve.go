@@ -36,8 +36,9 @@ import (
 // garbage behind and the live heap of a small deployment is a few MB, so Go's
 // default (100, with a 4 MB floor) collects very often. 200 measured 12% more
 // requests/s with a small heap for about 10 MB more RSS, and 8% more with
-// 100k active identities for about 50% more RSS (docs/benchmarks.md). GOGC=100
-// restores Go's default; GOMEMLIMIT caps the heap whatever GOGC says.
+// 100k active identities for about 50% more RSS (docs/benchmarks/server.md).
+// GOGC=100 restores Go's default; GOMEMLIMIT caps the heap whatever GOGC
+// says.
 const defaultGCPercent = 200
 
 // serveCmd holds the flags of `sluice serve`. Defaults are in the tags.

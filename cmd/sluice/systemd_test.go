@@ -139,7 +139,7 @@ func TestSystemdUnit(t *testing.T) {
 }
 
 // checkHardening fails unless the unit sets each of the directives that
-// docs/deploy.md promises.
+// docs/howto/deploy.md promises.
 func checkHardening(t *testing.T, u unitFile) {
 	for _, tc := range []struct{ directive, want string }{
 		{"Service.DynamicUser", "yes"},

@@ -29,5 +29,5 @@
 // node remembers the last totals it saw per cell and seeds the new owner of
 // every cell that moved with them; the new owner keeps the highest seed, so
 // it starts from the best view any surviving node had rather than from zero.
-// See docs/cluster.md for the accuracy cost.
+// See docs/explanation/cluster-mode.md for the accuracy cost.
 package cluster

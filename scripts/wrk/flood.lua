@@ -1,6 +1,6 @@
 -- wrk script: POST /v2/ratelimit.limit over 10 identifiers at a limit of 100
 -- per minute, keep-alive: every identifier is far over its limit after its
--- first 100 requests (the flood of docs/benchmarks.md). Used by
+-- first 100 requests (the flood of docs/benchmarks/redis.md). Used by
 -- scripts/flood.sh.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"

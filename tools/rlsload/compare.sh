@@ -15,7 +15,7 @@
 #
 # Every server gets the rules of tools/rlsload/rls (gubernator: the same
 # limits carried by each request). The peers are not built here: see
-# docs/benchmarks.md for how they were built and run. CLIENTS picks the
+# docs/benchmarks/envoy-rls.md for how they were built and run. CLIENTS picks the
 # clients (default both: rlsload rlsload-gzip).
 #
 #   DUR=8s ROUNDS=2 RATELIMIT_BIN=/path/ratelimit GUBERNATOR_BIN=/path/gubernator tools/rlsload/compare.sh
