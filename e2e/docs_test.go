@@ -344,6 +344,33 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
+// TestDocIndex checks that docs/index.md links to every Markdown page
+// under docs/, so that a new page cannot be left out of it.
+func TestDocIndex(t *testing.T) {
+	root := repoRoot(t)
+	index := filepath.Join(root, "docs", "index.md")
+	text, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{index: true}
+	for _, l := range pageLinks(string(text)) {
+		if p, _, _ := strings.Cut(l.target, "#"); p != "" && !schemeRe.MatchString(p) {
+			linked[filepath.Join(filepath.Dir(index), p)] = true
+		}
+	}
+	err = filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") && !linked[path] {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("docs/index.md does not link to %s", rel)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDocCheckers checks the parts of TestDocLinks against GitHub's
 // behaviour on known cases: the anchors of headings with code, links,
 // punctuation and repeats, code spans and fences that hide links, and
