@@ -62,6 +62,9 @@ func runTutorial(t *testing.T, root, path string) {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		skipOrFail(t, "the tutorials call the server with curl, which is not installed")
+	}
 	env := newTutorialEnv(t, blocks)
 	awayFromRollovers(t, blocks)
 	dir := t.TempDir()
