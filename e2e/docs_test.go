@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -248,7 +249,7 @@ func (c *linkChecker) check(path, target string) error {
 	}
 	rel, err := filepath.Rel(c.root, file)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("leaves the repository")
+		return errors.New("leaves the repository")
 	}
 	info, err := os.Stat(file)
 	if err != nil {

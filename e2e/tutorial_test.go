@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -388,7 +389,7 @@ func matchJSON(want, got any, key string) error {
 		if !ok {
 			return fmt.Errorf("%s: %v, want an object", key, got)
 		}
-		wk, gk := slices.Sorted(mapKeys(w)), slices.Sorted(mapKeys(g))
+		wk, gk := slices.Sorted(maps.Keys(w)), slices.Sorted(maps.Keys(g))
 		if !slices.Equal(wk, gk) {
 			return fmt.Errorf("%s: fields %v, want %v", key, gk, wk)
 		}
@@ -414,16 +415,6 @@ func matchJSON(want, got any, key string) error {
 		return fmt.Errorf("%s: %v, want %v", key, got, want)
 	}
 	return nil
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // shellSession is one bash process that runs a page's shell blocks in
