@@ -13,8 +13,9 @@ import (
 )
 
 // This file checks the documentation as a reader meets it: every relative
-// link and #anchor of the Markdown pages resolves (TestDocLinks), and the
-// tutorials run as written (TestTutorials, in tutorial_test.go).
+// link and #anchor of the Markdown pages resolves (TestDocLinks), the index
+// lists every page (TestDocIndex), and the tutorials run as written
+// (TestTutorials, in tutorial_test.go).
 
 // docBlock is one fenced code block of a Markdown page.
 type docBlock struct {
@@ -280,8 +281,8 @@ func (c *linkChecker) check(path, target string) error {
 }
 
 // docPages returns the Markdown pages the docs tests check: those at the
-// root of the repository and under docs/, except docs/accuracy/, which
-// `make accuracy` generates.
+// root of the repository and under docs/ (the generated ones included:
+// their links must resolve too).
 func docPages(t *testing.T, root string) []string {
 	t.Helper()
 	pages, err := filepath.Glob(filepath.Join(root, "*.md"))
@@ -289,15 +290,10 @@ func docPages(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	err = filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir() && path == filepath.Join(root, "docs", "accuracy"):
-			return filepath.SkipDir
-		case !d.IsDir() && strings.HasSuffix(path, ".md"):
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
 			pages = append(pages, path)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -316,8 +312,7 @@ func repoRoot(t *testing.T) string {
 }
 
 // TestDocLinks checks every relative link of the README, the other
-// Markdown pages at the root and the pages under docs/ (but the generated
-// docs/accuracy/): its file or folder exists in the repository, and its
+// Markdown pages at the root and the pages under docs/: its file or folder exists in the repository, and its
 // #anchor, if any, is the anchor of a heading of that page by GitHub's
 // rules (lowercase, spaces to '-', punctuation but '-' and '_' dropped, a
 // repeated heading suffixed -1, -2…). Links to other sites are not
