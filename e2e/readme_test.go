@@ -9,71 +9,35 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// readmeBlock is one fenced code block of the README.
-type readmeBlock struct {
-	lang, code string
-}
-
-// readmeBlocks returns the fenced code blocks of the README.
-func readmeBlocks(t *testing.T, readme string) []readmeBlock {
-	t.Helper()
-	var blocks []readmeBlock
-	var cur *readmeBlock
-	for line := range strings.Lines(readme) {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur == nil && strings.HasPrefix(trimmed, "```"):
-			cur = &readmeBlock{lang: strings.TrimPrefix(trimmed, "```")}
-		case cur != nil && trimmed == "```":
-			blocks = append(blocks, *cur)
-			cur = nil
-		case cur != nil:
-			cur.code += line
-		}
-	}
-	if cur != nil {
-		t.Fatal("README: a code block is not closed")
-	}
-	return blocks
-}
-
-// readmeSkipped are the README's blocks that cannot run offline here, by
-// their first line, with the reason.
-var readmeSkipped = map[string]string{
-	"make test":                           "runs the whole suite, of which this test is part, and needs Redis and MariaDB",
-	`import { Unkey } from "@unkey/api";`: "needs the npm packages; e2e/TestNodeClient makes the same calls through them",
-	`KEY_SHA256=$(printf %s "$KEY" | sluice hash-key)   # the configuration never holds the key itself`: "needs a certificate, a key and a public address; e2e TestTLS, TestHashedRootKey and TestAdminListener start the server so on loopback",
-	"go get github.com/sluicehq/sluice": "needs the module proxy; httplimit's TestReadmeService builds the program that follows against this checkout",
-	"package main":                      "the service of \"In a Go service\": httplimit's TestReadmeService builds it in a module of its own and sends it requests",
-}
-
 // TestReadme runs the README: the quick start's server (the command as
 // written, on a free port through its environment variables) and the curl
-// against it, and the library snippet as a program. Blocks that cannot run
-// offline are listed in readmeSkipped; a new block fails the test until it
-// is run here or listed there. The flags of the inline `sluice serve`
-// commands must exist.
+// against it, the library snippet as a program, and builds every other Go
+// block. A block that cannot run here is marked `<!-- not run: why -->`
+// in the README; any other block fails the test until it is run here. The
+// flags of the inline `sluice serve` commands must exist.
 func TestReadme(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	blocks, err := docBlocks(string(readme))
+	if err != nil {
+		t.Fatalf("README: %v", err)
+	}
 	var addr string
-	for _, b := range readmeBlocks(t, string(readme)) {
+	for _, b := range blocks {
 		first, _, _ := strings.Cut(b.code, "\n")
 		switch {
-		case readmeSkipped[first] != "":
-			t.Logf("not run: %q: %s", first, readmeSkipped[first])
+		case b.notRun != "":
+			t.Logf("not run: %q: %s", first, b.notRun)
 		case b.lang == "sh" && strings.TrimSpace(b.code) == "go run ./cmd/sluice serve":
 			addr = runReadmeServer(t, root, b.code)
 		case b.lang == "sh" && strings.HasPrefix(first, "curl "):
@@ -81,10 +45,12 @@ func TestReadme(t *testing.T) {
 				t.Fatal("README: the curl comes before the server it calls")
 			}
 			runReadmeCurl(t, strings.ReplaceAll(b.code, "127.0.0.1:7070", addr))
+		case b.lang == "go" && strings.HasPrefix(first, "package "):
+			buildGoSnippet(t, root, b.code)
 		case b.lang == "go":
 			runReadmeGo(t, root, b.code)
 		default:
-			t.Errorf("README block %q (%s) is neither run by TestReadme nor listed in readmeSkipped", first, b.lang)
+			t.Errorf("README block %q (%s, line %d) is neither run by TestReadme nor marked %q", first, b.lang, b.line, notRunMarker+" why -->")
 		}
 	}
 	checkReadmeFlags(t, string(readme))
@@ -141,16 +107,50 @@ func runReadmeCurl(t *testing.T, command string) {
 // module that uses this repository.
 func runReadmeGo(t *testing.T, root, snippet string) {
 	t.Helper()
-	dir := t.TempDir()
+	program := snippetProgram(snippet)
+	dir := goModule(t, root, program)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "-mod=mod", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the README's Go snippet does not run: %v\n%s\n%s", err, out, program)
+	}
+}
+
+// snippetImports are the packages a snippet may use, by the prefix that
+// shows it does.
+var snippetImports = map[string]string{
+	"errors.":    `"errors"`,
+	"time.":      `"time"`,
+	"fmt.":       `"fmt"`,
+	"http.":      `"net/http"`,
+	"sluice.":    `"github.com/sluicehq/sluice"`,
+	"client.":    `"github.com/sluicehq/sluice/client"`,
+	"httplimit.": `"github.com/sluicehq/sluice/httplimit"`,
+}
+
+// snippetProgram makes a program of a snippet that is the body of a
+// function returning an error: run(ctx), called by main.
+func snippetProgram(snippet string) string {
 	imports := []string{`"context"`, `"log"`}
-	for pkg, path := range map[string]string{"errors.": `"errors"`, "time.": `"time"`, "fmt.": `"fmt"`, "sluice.": `"github.com/sluicehq/sluice"`} {
-		if strings.Contains(snippet, pkg) {
+	for prefix, path := range snippetImports {
+		if regexp.MustCompile(`(^|[^\w.])` + regexp.QuoteMeta(prefix)).MatchString(snippet) {
 			imports = append(imports, path)
 		}
 	}
-	program := "package main\n\nimport (\n\t" + strings.Join(imports, "\n\t") + "\n)\n\n" +
+	slices.Sort(imports)
+	return "package main\n\nimport (\n\t" + strings.Join(imports, "\n\t") + "\n)\n\n" +
 		"func main() {\n\tif err := run(context.Background()); err != nil {\n\t\tlog.Fatal(err)\n\t}\n}\n\n" +
 		"func run(ctx context.Context) error {\n" + snippet + "\treturn nil\n}\n"
+}
+
+// goModule writes program as the main package of a module that requires
+// this repository (as `go get` would, offline) and returns its folder.
+func goModule(t *testing.T, root, program string) string {
+	t.Helper()
+	dir := t.TempDir()
 	goSum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -161,14 +161,7 @@ func runReadmeGo(t *testing.T, root, snippet string) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "run", "-mod=mod", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOPROXY=off", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the README's Go snippet does not run: %v\n%s\n%s", err, out, program)
-	}
+	return dir
 }
 
 // checkReadmeFlags checks that every flag of the README's inline `sluice
