@@ -133,7 +133,9 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 // cell into Others and Own, the number of other recent regions, and the
 // database clock at the statement's start. The cursor it returns is that
 // clock minus Config.CursorOverlap, so cells changed within the overlap
-// are reported again by the next Pull.
+// are reported again by the next Pull. Most pulls are recent (see
+// recentReads): they read from the last pull's clock less a second instead,
+// and return the cursor passed in.
 //
 // With Config.ReadDSN the statement goes to the replica, and the clock is
 // instead the newest change of any row the replica shows, its witness:
@@ -151,14 +153,16 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 		return global.Pull{}, err
 	}
 	r := read{now: now, witness: s.rq.witness}
-	query, cells := s.pullStatement(s.rq.pull, s.rq.pullPage, region, cursor, now)
+	from, whole := s.recent.from(region, cursor, now, s.cfg.CursorOverlap)
+	query, cells, paged := s.pullStatement(s.rq.pull, s.rq.pullPage, region, from, now)
 	err := s.do(ctx, OpPull, func(ctx context.Context, t *tally) error {
 		return r.run(ctx, t, s.reads, query, append(cells, now-activeFor, []byte(region))...) // the cells, the clock and the regions
 	})
 	if err != nil {
 		return global.Pull{}, err
 	}
-	return s.pulled(&r, cursor), nil
+	full := paged && r.pageRows >= int64(s.cfg.PageRows) // a page that left rows for the next pull
+	return s.recent.after(region, cursor, whole, full, now, r.clock, s.pulled(&r, from)), nil
 }
 
 // PullWithDenials implements [global.PullerWithDenials]: Pull and Denials
@@ -168,7 +172,8 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 		return global.Pull{}, nil, denialCursor, err
 	}
 	r := read{now: now, witness: s.rq.witness}
-	query, args := s.pullStatement(s.rq.both, s.rq.bothPage, region, cursor, now)
+	from, whole := s.recent.from(region, cursor, now, s.cfg.CursorOverlap)
+	query, args, paged := s.pullStatement(s.rq.both, s.rq.bothPage, region, from, now)
 	args = append(args, cursorTime(int64(denialCursor)), now, []byte(region), // the denials
 		now-activeFor, []byte(region)) // the clock and the regions
 	err := s.do(ctx, OpPullWithDenials, func(ctx context.Context, t *tally) error {
@@ -177,7 +182,9 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	if err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	return s.pulled(&r, cursor), r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
+	full := paged && r.pageRows >= int64(s.cfg.PageRows)
+	p := s.recent.after(region, cursor, whole, full, now, r.clock, s.pulled(&r, from))
+	return p, r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
 }
 
 // pagedAfter is how much older than now, beyond Config.CursorOverlap, a
@@ -198,13 +205,13 @@ const pagedAfter = 10 * time.Second
 // clock by the replica's lag too (and, while nothing is written, by the time
 // since the last write): a replica that lags more than pagedAfter is read a
 // page at a time.
-func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, now int64) (string, []any) {
+func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, now int64) (query string, args []any, isPaged bool) {
 	from := cursorTime(int64(cursor))
 	recent := int64(cursor)/1000 >= now-(s.cfg.CursorOverlap+pagedAfter).Milliseconds()
 	if recent || (s.rq.witness && s.stuck.CompareAndSwap(int64(cursor), -1)) {
-		return all, []any{[]byte(region), []byte(region), from, now}
+		return all, []any{[]byte(region), []byte(region), from, now}, false
 	}
-	return paged, []any{[]byte(region), []byte(region), from, s.cfg.PageRows}
+	return paged, []any{[]byte(region), []byte(region), from, s.cfg.PageRows}, true
 }
 
 // pulled returns r as the answer of a Pull from cursor. On a replica, a

@@ -187,7 +187,7 @@ func TestPullAfterStuckPage(t *testing.T) {
 			r := read{clock: tc.clock, witness: tc.witness, pageRows: tc.pageRows, pageLast: int64(cursor) + second}
 			s.pulled(&r, cursor)
 			for i, want := range tc.wantWhole {
-				query, _ := s.pullStatement(s.rq.pull, s.rq.pullPage, "eu", tc.from, nowMS)
+				query, _, _ := s.pullStatement(s.rq.pull, s.rq.pullPage, "eu", tc.from, nowMS)
 				if whole := query == s.rq.pull; whole != want {
 					t.Fatalf("pull %d after: a whole read %v, want %v", i+1, whole, want)
 				}

@@ -64,6 +64,7 @@ type Store struct {
 	// stuck is the cursor from which the next pull on a replica reads
 	// every change (see pulled), or -1.
 	stuck    atomic.Int64
+	recent   recentReads // the pulls made, for the next one (see recentReads)
 	cfg      Config
 	q        queries
 	cleanup  string // GET_LOCK name of Cleanup
