@@ -221,17 +221,20 @@ type globalCounts struct {
 	rows, statements atomic.Int64
 	// rowsRead is what the MySQL store's reads would read (see readRows).
 	rowsRead atomic.Int64
+	// changes is what its pulls would read (see changeLog).
+	changes changeLog
 }
 
 // readRows counts the rows a read of the MySQL store reads, as MariaDB's
 // Handler_read_* counts them, measured on MariaDB 10.11 for reads of 100
 // to 2,200 cells over 2 and 5 regions: about 8.8 for each changed cell it
-// returns and 1.33 for each region's row of the cell (every present
-// region's, an upper bound), a row for each present region (the regions'
-// table) and each denial row returned.
-func (g *globalCounts) readRows(p global.Pull, denials int) {
+// reads (cells, see changeLog: more than the pull returns, as the store's
+// pulls read back over an overlap) and 1.33 for each region's row of the
+// cell (every present region's, an upper bound), a row for each present
+// region (the regions' table) and each denial row returned.
+func (g *globalCounts) readRows(p global.Pull, cells, denials int) {
 	regions := float64(max(p.Regions, 1))
-	g.rowsRead.Add(int64(float64(len(p.Cells))*(8.8+1.33*regions)+regions) + int64(denials))
+	g.rowsRead.Add(int64(float64(cells)*(8.8+1.33*regions)+regions) + int64(denials))
 }
 
 // mysqlChunkRows is the MySQL store's rows per INSERT (its default).
@@ -318,7 +321,10 @@ func (f *faultyGlobal) Publish(ctx context.Context, region string, counts []glob
 	}
 	f.n.wrote(positive, 0)
 	counts = slices.Clone(counts)
-	return f.write(ctx, func(ctx context.Context, now int64) error { return f.Store.Publish(ctx, region, counts, now) })
+	return f.write(ctx, func(ctx context.Context, now int64) error {
+		f.n.changes.add(now, counts)
+		return f.Store.Publish(ctx, region, counts, now)
+	})
 }
 
 // Announce implements [global.Store].
@@ -339,7 +345,7 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 	f.n.wrote(0, 1) // the cells, the clock and the regions in one statement
 	p, err := f.Store.Pull(ctx, region, cursor, now, activeFor)
 	if err == nil {
-		f.n.readRows(p, 0)
+		f.n.readRows(p, f.n.changes.readCells(region, now), 0)
 	}
 	return p, err
 }
@@ -353,7 +359,7 @@ func (f *faultyGlobal) PullWithDenials(ctx context.Context, region string, curso
 	f.n.wrote(0, 1) // the cells, the denials, the clock and the regions in one statement
 	p, ds, next, err := f.Store.(global.PullerWithDenials).PullWithDenials(ctx, region, cursor, denialCursor, now, activeFor)
 	if err == nil {
-		f.n.readRows(p, len(ds))
+		f.n.readRows(p, f.n.changes.readCells(region, now), len(ds))
 	}
 	return p, ds, next, err
 }
@@ -377,7 +383,7 @@ func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global
 	f.n.wrote(0, 1) // the rows and the clock in one statement
 	ds, next, err := f.Store.Denials(ctx, region, cursor, now)
 	if err == nil {
-		f.n.readRows(global.Pull{}, len(ds))
+		f.n.readRows(global.Pull{}, 0, len(ds))
 	}
 	return ds, next, err
 }
