@@ -92,7 +92,7 @@ func (l *Limiter) handBack(ctx context.Context, st *GlobalStats) {
 func newLeaderState(lease origin.Lease) leaderState {
 	return leaderState{
 		cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
-		counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[origin.Cell]int64{},
+		counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[entryKey]importedEntry{},
 		received: map[origin.Cell]struct{}{},
 	}
 }
@@ -180,33 +180,78 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		st.fail(err)
 		return nil
 	}
-	for k := range g.lead.imported {
-		if expired(k, now) {
-			delete(g.lead.imported, k)
-		}
+	if g.lead.rounds%forgetEvery == 0 {
+		forgetImported(g.lead.imported, now)
 	}
-	imports := make([]origin.Import, 0, len(p.Cells))
-	for _, imp := range p.Cells {
-		if imp.Others > g.lead.imported[imp.Cell] {
-			imports = append(imports, origin.Import{Cell: imp.Cell, Others: imp.Others})
-		}
-		if imp.Own > 0 { // never write again what is stored
-			g.lead.written[imp.Cell] = max(g.lead.written[imp.Cell], imp.Own)
-		}
-	}
+	imports := l.importsOf(p.Entries, now)
 	if local, ok := g.region.(*localRegion); ok {
-		local.floor(p.Cells, now)
+		local.floor(p.Entries, now)
 	}
 	if err := g.region.Import(ctx, imports); err != nil {
 		st.fail(err)
 		return denials // the cursor stays: the next pull reads them again
 	}
 	for _, im := range imports {
-		g.lead.imported[im.Cell] = im.Others
+		for _, c := range im.Counts {
+			k := entryKey{im.Cell, c.Region}
+			g.lead.imported[k] = importedEntry{count: max(g.lead.imported[k].count, c.Count), seen: now}
+		}
 	}
 	g.lead.cursor, g.lead.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
-	st.Pulled = len(p.Cells)
+	st.Pulled = len(p.Entries)
 	return denials
+}
+
+// importMemory is how long a leader remembers an entry it imported and has
+// not read since, and forgetEvery how many rounds apart it forgets them: a
+// pull reads a row again only within the store's overlap (global/mysql:
+// five seconds, ten at a whole pull), and an entry read after it was
+// forgotten is imported once more, which changes nothing.
+const (
+	importMemory = 30_000 // ms
+	forgetEvery  = 16
+)
+
+// forgetImported deletes the entries of imported whose cell expired or
+// that no pull read for importMemory.
+func forgetImported(imported map[entryKey]importedEntry, now int64) {
+	for k, e := range imported {
+		if expired(k.cell, now) || now-e.seen > importMemory {
+			delete(imported, k)
+		}
+	}
+}
+
+// importsOf returns the imports of the other regions' entries among
+// entries that rose above those imported, one import per cell; and notes
+// the region's own entries as written (never write again what is stored).
+func (l *Limiter) importsOf(entries []global.Entry, now int64) []origin.Import {
+	g := &l.global
+	var imports []origin.Import
+	at := make(map[origin.Cell]int)
+	for _, e := range entries {
+		switch {
+		case e.Region == l.cfg.Region:
+			if e.Count > 0 {
+				g.lead.written[e.Cell] = max(g.lead.written[e.Cell], e.Count)
+			}
+			continue
+		case expired(e.Cell, now):
+			continue
+		}
+		k := entryKey{e.Cell, e.Region}
+		if old, ok := g.lead.imported[k]; ok && e.Count <= old.count {
+			g.lead.imported[k] = importedEntry{count: old.count, seen: now}
+			continue
+		}
+		i, ok := at[e.Cell]
+		if !ok {
+			i, at[e.Cell] = len(imports), len(imports)
+			imports = append(imports, origin.Import{Cell: e.Cell})
+		}
+		imports[i].Counts = append(imports[i].Counts, origin.RegionCount{Region: e.Region, Count: e.Count})
+	}
+	return imports
 }
 
 // writeCounts writes the nominated counts above those written already; a

@@ -119,6 +119,18 @@ type globalState struct {
 }
 
 // leaderState is what the region's leader keeps between its rounds.
+// entryKey names one region's entry of one cell.
+type entryKey struct {
+	cell   origin.Cell
+	region string
+}
+
+// importedEntry is what a leader remembers of an entry it imported.
+type importedEntry struct {
+	count int64
+	seen  int64 // Unix ms of the pull that last read it
+}
+
 type leaderState struct {
 	// cursor and denialCursor are where the last pull and denial read
 	// stopped; a new leader takes them from the lease.
@@ -128,11 +140,13 @@ type leaderState struct {
 	// each cell written to the store.
 	counts  map[origin.Cell]int64
 	written map[origin.Cell]int64
-	// imported is the other regions' count of each cell the leader last
-	// imported: a pull that reads a cell again (its own region's row
-	// changed, or a row reached the cursor twice) imports it only if it
-	// rose.
-	imported map[origin.Cell]int64
+	// imported is the count of each other region's entry of each cell the
+	// leader last imported, and when it last read it: a pull that reads an
+	// entry again (a row within the store's overlap) imports it only if it
+	// rose. An entry not read for importMemory is forgotten (see
+	// forgetImported): a pull reads a row again only within its overlap,
+	// and the leader's memory must not grow with every entry of a window.
+	imported map[entryKey]importedEntry
 	// received holds the cells of other regions' denial rows read, until
 	// they expire: a denial of this region's for one of them is not
 	// written (the store keeps the first row of a cell).

@@ -18,6 +18,9 @@ type localRegion struct {
 	l     *Limiter
 	since int64
 	queue []origin.Nomination
+	// others holds each other region's entry of each cell imported, until
+	// the cell expires: a cell's imported count is their sum.
+	others map[origin.Cell]map[string]int64
 }
 
 var _ origin.Region = (*localRegion)(nil)
@@ -47,15 +50,19 @@ func (r *localRegion) Nominated(_ context.Context, max int) ([]origin.Nomination
 	return taken, nil
 }
 
-// Import raises the imported count of the node's own cells. A denial's
-// usage holds this region's count as far as the originator read it from
-// the store: at most what this region has stored there, which a cell
-// evicted and created again here (committed 0) no longer holds. Received
-// cells are marked as emitted, so they are never sent back.
+// Import raises the imported count of the node's own cells: to the sum of
+// the other regions' entries of the cell, and for a denial to its usage
+// less what the cell holds of this region's count. A denial's usage holds
+// this region's count as far as the originator read it from the store: at
+// most what this region has stored there, which a cell evicted and created
+// again here (committed 0) no longer holds. Received cells are marked as
+// emitted, so they are never sent back.
 func (r *localRegion) Import(_ context.Context, imports []origin.Import) error {
 	for _, im := range imports {
 		c := r.l.globalCell(im.Cell)
-		c.raiseImported(im.Others)
+		if len(im.Counts) > 0 {
+			c.raiseImported(r.sum(im))
+		}
 		if im.Usage > 0 {
 			c.setFlag(flagDenialSeen)
 			c.raiseImported(im.Usage - max(c.committed(), r.l.global.published[im.Cell].count))
@@ -64,18 +71,45 @@ func (r *localRegion) Import(_ context.Context, imports []origin.Import) error {
 	return nil
 }
 
-// floor raises the node's count of each pulled cell to what its region
-// has stored: a node that lost its counts (a restart) gets them back, and
-// its publication rule does not nominate them again.
-func (r *localRegion) floor(cells []global.Imported, now int64) {
+// sum records im's entries (each the highest count seen of it) and returns
+// the sum of the cell's entries.
+func (r *localRegion) sum(im origin.Import) int64 {
+	if r.others == nil {
+		r.others = make(map[origin.Cell]map[string]int64)
+	}
+	entries := r.others[im.Cell]
+	if entries == nil {
+		entries = make(map[string]int64, len(im.Counts))
+		r.others[im.Cell] = entries
+	}
+	var sum int64
+	for _, c := range im.Counts {
+		entries[c.Region] = max(entries[c.Region], c.Count)
+	}
+	for _, n := range entries {
+		sum += n
+	}
+	return sum
+}
+
+// floor raises the node's count of each cell of its own region's entries
+// to what its region has stored: a node that lost its counts (a restart)
+// gets them back, and its publication rule does not nominate them again.
+// It also forgets the other regions' entries of cells expired at now.
+func (r *localRegion) floor(entries []global.Entry, now int64) {
 	g := &r.l.global
-	for _, imp := range cells {
-		if imp.Own <= 0 {
+	for k := range r.others {
+		if expired(k, now) {
+			delete(r.others, k)
+		}
+	}
+	for _, e := range entries {
+		if e.Region != r.l.cfg.Region || e.Count <= 0 {
 			continue
 		}
-		r.l.globalCell(imp.Cell).floor(imp.Own)
-		if imp.Own > g.published[imp.Cell].count {
-			g.published[imp.Cell] = stored{count: imp.Own, at: now}
+		r.l.globalCell(e.Cell).floor(e.Count)
+		if e.Count > g.published[e.Cell].count {
+			g.published[e.Cell] = stored{count: e.Count, at: now}
 		}
 	}
 }

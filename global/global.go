@@ -5,9 +5,11 @@
 //
 //   - Global counters: each region publishes its own regional count of each
 //     active window cell (a G-Counter with one entry per region: an entry only
-//     grows, and is written as max(stored, new)). Its leader reads back, per
-//     cell, the sum of the other regions' entries as the cell's imported count,
-//     and its own region's entry, above which alone it writes again.
+//     grows, and is written as max(stored, new)). Its leader reads back the
+//     entries that changed, every region's, and imports the other regions'
+//     into its regional origin, where a cell's imported count is the sum of
+//     its other regions' entries; its own region's entry tells it what is
+//     stored already.
 //   - Denial propagation: the first qualifying denial of a cell writes one
 //     row naming the cell at its originating sequence, the limit and when the
 //     row stops mattering; the other regions import active rows into that
@@ -53,23 +55,24 @@ type Count struct {
 	ExpiresAt int64
 }
 
-// Imported is what a node reads back for one cell: the sum of the other
-// regions' counts and its own region's count.
-type Imported struct {
-	Cell origin.Cell
-	// Others is the sum of every other region's count of the cell.
-	Others int64
-	// Own is the count this node's region published (0 if none).
-	Own int64
+// Entry is one region's published count of one cell, as a pull reads it:
+// the G-Counter entry of (cell, region).
+type Entry struct {
+	Cell   origin.Cell
+	Region string
+	Count  int64
 }
 
 // Pull is the answer of [Store.Pull].
 type Pull struct {
-	// Cells holds every active cell changed since the cursor passed in
-	// (possibly more: a cell may be reported again), or, where a store
-	// reads a large backlog a page at a time, those of the oldest changes,
-	// the others coming with the Pulls from Next.
-	Cells []Imported
+	// Entries holds every entry changed since the cursor passed in whose
+	// cell is active (possibly more: an entry may be reported again), of
+	// every region, the caller's own included; or, where a store reads a
+	// large backlog a page at a time, those of the oldest changes, the
+	// others coming with the Pulls from Next. A caller sums a cell's
+	// entries of the other regions (keeping the highest count it read of
+	// each) for the cell's imported count.
+	Entries []Entry
 	// Regions is the number of regions that announced themselves
 	// recently (see [Store.Announce]), this one included. It is
 	// at least 1.
@@ -114,8 +117,9 @@ type Store interface {
 	// count it in [Pull.Regions] even before it publishes anything.
 	Announce(ctx context.Context, region string, now int64) error
 
-	// Pull returns, for every cell changed since cursor and still active at
-	// now, the sum of the other regions' counts and region's own count.
+	// Pull returns every entry changed since cursor whose cell is still
+	// active at now, of every region (region's own included: a node of a
+	// region whose nodes share no origin floors its counts at them).
 	// Regions announced within the last activeFor milliseconds are counted
 	// in Pull.Regions. A store may return only the cells of the oldest
 	// changes (a page) when many changed, with a Next from which the

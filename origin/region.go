@@ -103,15 +103,23 @@ type Nomination struct {
 	Usage int64
 }
 
-// Import is what a region's leader imports into the origin for one cell:
-// the cell's imported count becomes the highest of its count before, Others
-// and Usage less the cell's regional total.
+// Import is what a region's leader imports into the origin for one cell.
+// The origin keeps, apart from the cell's regional total, each other
+// region's entry of the cell (the highest count imported of it) and their
+// sum; the cell's imported count becomes the highest of its count before,
+// that sum, and Usage less the cell's regional total.
 type Import struct {
 	Cell Cell
-	// Others is the sum of the other regions' published counts of the cell.
-	Others int64
+	// Counts are other regions' published counts of the cell.
+	Counts []RegionCount
 	// Usage is the usage at which another region denied the cell (0 if it
 	// did not): the region's own count is part of it, so the import raises
 	// the cell's usage to it, not by it.
 	Usage int64
+}
+
+// RegionCount is one region's published count of a cell.
+type RegionCount struct {
+	Region string
+	Count  int64
 }

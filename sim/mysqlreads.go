@@ -5,13 +5,12 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/global"
-	"github.com/sluicehq/sluice/origin"
 )
 
 // The MySQL store's pulls, as global/mysql makes them: a pull reads every
-// cell with a row changed since its cursor less an overlap, not only the
-// cells changed since the last pull (the in-process store the simulation
-// runs on returns those alone). Most pulls are recent and read from the
+// row (a region's entry of a cell) changed since its cursor less an
+// overlap, not only the rows changed since the last pull (the in-process
+// store the simulation runs on returns those alone). Most pulls are recent and read from the
 // last pull's clock less mysqlRecentOverlap; a whole pull, every
 // mysqlCursorOverlap, reads from the last whole pull's clock less
 // mysqlCursorOverlap; a leader's first pull reads every active change.
@@ -20,21 +19,22 @@ const (
 	mysqlRecentOverlap = 1_000 // ms: global/mysql's recentOverlap
 )
 
-// changeLog is what the simulated MySQL store's pulls would read: the cells
-// whose rows changed, in the order of the time they changed, and each
-// region's last pulls, so that a pull counts the cells a MySQL pull would
-// read at that point (see readCells).
+// changeLog is what the simulated MySQL store's pulls would read: the rows
+// that changed, in the order of the time they changed, and each region's
+// last pulls, so that a pull counts the rows a MySQL pull would read at
+// that point (see readRows).
 type changeLog struct {
 	mu      sync.Mutex
 	changes []rowChange // oldest first; those older than any pull reads dropped
 	pulls   map[string]pullMarks
-	seen    map[origin.Cell]struct{} // readCells' scratch
+	seen    map[global.Entry]struct{} // readRows' scratch
 }
 
-// rowChange is a cell whose row changed at at (ms of the virtual clock).
+// rowChange is a region's row of a cell that changed at at (ms of the
+// virtual clock).
 type rowChange struct {
 	at, expiresAt int64
-	cell          origin.Cell
+	row           global.Entry // the cell and the region
 }
 
 // pullMarks are a region's last pull and last whole pull (ms).
@@ -42,25 +42,26 @@ type pullMarks struct {
 	last, whole int64
 }
 
-// add records the cells of counts, with a positive count, as changed at now.
-func (l *changeLog) add(now int64, counts []global.Count) {
+// add records region's rows of the cells of counts, with a positive count,
+// as changed at now.
+func (l *changeLog) add(now int64, region string, counts []global.Count) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range counts {
 		if c.Count > 0 {
-			l.changes = append(l.changes, rowChange{at: now, expiresAt: c.ExpiresAt, cell: c.Cell})
+			l.changes = append(l.changes, rowChange{at: now, expiresAt: c.ExpiresAt, row: global.Entry{Cell: c.Cell, Region: region}})
 		}
 	}
 }
 
-// readCells returns how many cells a pull of region at now reads: the
-// distinct cells changed after the pull's starting point and active at now.
+// readRows returns how many rows a pull of region at now reads: the
+// distinct rows changed after the pull's starting point and active at now.
 // It drops the changes no pull can read again.
-func (l *changeLog) readCells(region string, now int64) int {
+func (l *changeLog) readRows(region string, now int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.pulls == nil {
-		l.pulls, l.seen = map[string]pullMarks{}, map[origin.Cell]struct{}{}
+		l.pulls, l.seen = map[string]pullMarks{}, map[global.Entry]struct{}{}
 	}
 	from := int64(-1 << 62) // a first pull reads every active change
 	m, ok := l.pulls[region]
@@ -79,7 +80,7 @@ func (l *changeLog) readCells(region string, now int64) int {
 	clear(l.seen)
 	for _, c := range l.changes[i:] {
 		if c.at <= now && c.expiresAt > now {
-			l.seen[c.cell] = struct{}{}
+			l.seen[c.row] = struct{}{}
 		}
 	}
 	l.trim(now)

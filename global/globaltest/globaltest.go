@@ -128,32 +128,50 @@ func publish(t *testing.T, s global.Store, region string, counts ...global.Count
 	}
 }
 
-func pull(t *testing.T, s global.Store, region string, cursor global.Cursor) (map[origin.Cell]global.Imported, global.Pull) {
+// imported is what a pull's entries tell a region of one cell: its own
+// region's entry and the sum of the other regions' entries.
+type imported struct {
+	Cell        origin.Cell
+	Own, Others int64
+}
+
+func pull(t *testing.T, s global.Store, region string, cursor global.Cursor) (map[origin.Cell]imported, global.Pull) {
 	t.Helper()
 	p, err := s.Pull(context.Background(), region, cursor, Now, time.Minute.Milliseconds())
 	if err != nil {
 		t.Fatalf("Pull(%q, %d): %v", region, cursor, err)
 	}
-	return byCell(t, p.Cells), p
+	return byCell(t, region, p.Entries), p
 }
 
-// byCell indexes cells, failing t if a cell is reported twice in one pull.
-func byCell(t *testing.T, cells []global.Imported) map[origin.Cell]global.Imported {
+// byCell sums entries per cell as region sees them, failing t if an entry
+// is reported twice in one pull.
+func byCell(t *testing.T, region string, entries []global.Entry) map[origin.Cell]imported {
 	t.Helper()
-	m := make(map[origin.Cell]global.Imported, len(cells))
-	for _, c := range cells {
-		if _, dup := m[c.Cell]; dup {
-			t.Fatalf("cell %v reported twice in one pull", c.Cell)
+	seen := make(map[global.Entry]bool, len(entries))
+	m := make(map[origin.Cell]imported)
+	for _, e := range entries {
+		k := global.Entry{Cell: e.Cell, Region: e.Region}
+		if seen[k] {
+			t.Fatalf("entry of %v in region %q reported twice in one pull", e.Cell, e.Region)
 		}
-		m[c.Cell] = c
+		seen[k] = true
+		v := m[e.Cell]
+		v.Cell = e.Cell
+		if e.Region == region {
+			v.Own += e.Count
+		} else {
+			v.Others += e.Count
+		}
+		m[e.Cell] = v
 	}
 	return m
 }
 
 // wantCells fails t unless got holds exactly want.
-func wantCells(t *testing.T, what string, got map[origin.Cell]global.Imported, want ...global.Imported) {
+func wantCells(t *testing.T, what string, got map[origin.Cell]imported, want ...imported) {
 	t.Helper()
-	w := make(map[origin.Cell]global.Imported, len(want))
+	w := make(map[origin.Cell]imported, len(want))
 	for _, c := range want {
 		w[c.Cell] = c
 	}
@@ -162,7 +180,7 @@ func wantCells(t *testing.T, what string, got map[origin.Cell]global.Imported, w
 	}
 }
 
-func sorted(m map[origin.Cell]global.Imported) []string {
+func sorted(m map[origin.Cell]imported) []string {
 	out := make([]string, 0, len(m))
 	for _, c := range m {
 		out = append(out, fmt.Sprintf("%q/%d=%d+%d", c.Cell.Identifier, c.Cell.Sequence, c.Own, c.Others))
@@ -171,8 +189,8 @@ func sorted(m map[origin.Cell]global.Imported) []string {
 	return out
 }
 
-func imp(c origin.Cell, own, others int64) global.Imported {
-	return global.Imported{Cell: c, Own: own, Others: others}
+func imp(c origin.Cell, own, others int64) imported {
+	return imported{Cell: c, Own: own, Others: others}
 }
 
 func testOwnAndOthers(t *testing.T, s global.Store) {
@@ -182,13 +200,13 @@ func testOwnAndOthers(t *testing.T, s global.Store) {
 	publish(t, s, "c", count(x, 11))
 	for _, tc := range []struct {
 		region string
-		want   []global.Imported
+		want   []imported
 	}{
-		{"a", []global.Imported{imp(x, 5, 18), imp(y, 1, 0)}},
-		{"b", []global.Imported{imp(x, 7, 16), imp(y, 0, 1)}},
-		{"c", []global.Imported{imp(x, 11, 12), imp(y, 0, 1)}},
-		{"never published", []global.Imported{imp(x, 0, 23), imp(y, 0, 1)}},
-		{"A", []global.Imported{imp(x, 0, 23), imp(y, 0, 1)}}, // regions are case-sensitive
+		{"a", []imported{imp(x, 5, 18), imp(y, 1, 0)}},
+		{"b", []imported{imp(x, 7, 16), imp(y, 0, 1)}},
+		{"c", []imported{imp(x, 11, 12), imp(y, 0, 1)}},
+		{"never published", []imported{imp(x, 0, 23), imp(y, 0, 1)}},
+		{"A", []imported{imp(x, 0, 23), imp(y, 0, 1)}}, // regions are case-sensitive
 	} {
 		t.Run(tc.region, func(t *testing.T) {
 			got, _ := pull(t, s, tc.region, 0)
@@ -245,13 +263,13 @@ func testCursor(t *testing.T, s global.Store) {
 		name   string
 		region string
 		counts []global.Count
-		want   []global.Imported
+		want   []imported
 	}{
 		{"nothing changed", "", nil, nil},
-		{"other region raises one cell", "b", []global.Count{count(x, 15)}, []global.Imported{imp(x, 1, 15)}},
-		{"own region raises one cell", "a", []global.Count{count(y, 3)}, []global.Imported{imp(y, 3, 0)}},
+		{"other region raises one cell", "b", []global.Count{count(x, 15)}, []imported{imp(x, 0, 15)}}, // its entry alone
+		{"own region raises one cell", "a", []global.Count{count(y, 3)}, []imported{imp(y, 3, 0)}},
 		{"lower and equal counts are no change", "b", []global.Count{count(x, 2), count(z, 20)}, nil},
-		{"new region on an old cell", "c", []global.Count{count(z, 1)}, []global.Imported{imp(z, 0, 21)}},
+		{"new region on an old cell", "c", []global.Count{count(z, 1)}, []imported{imp(z, 0, 1)}},
 		{"empty publish", "c", nil, nil},
 	}
 	for _, st := range steps {
@@ -286,8 +304,8 @@ func testExpiry(t *testing.T, s global.Store) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := len(p.Cells) == 1; got != tc.report {
-				t.Fatalf("Pull at %d (expires %d) reports %v", tc.now, exp, p.Cells)
+			if got := len(p.Entries) == 1; got != tc.report {
+				t.Fatalf("Pull at %d (expires %d) reports %v", tc.now, exp, p.Entries)
 			}
 		})
 	}
@@ -478,7 +496,7 @@ func testCleanup(t *testing.T, s global.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCells(t, "after cleanup, seen from before the expiry", byCell(t, got), imp(late, 1, 2))
+	wantCells(t, "after cleanup, seen from before the expiry", byCell(t, "a", got), imp(late, 1, 2))
 	if p.Regions != 2 {
 		t.Fatalf("cleanup changed Regions: %d", p.Regions)
 	}
@@ -489,9 +507,9 @@ func testCleanup(t *testing.T, s global.Store) {
 	}
 }
 
-func pullAt(s global.Store, region string, now int64) ([]global.Imported, global.Pull, error) {
+func pullAt(s global.Store, region string, now int64) ([]global.Entry, global.Pull, error) {
 	p, err := s.Pull(context.Background(), region, 0, now, time.Hour.Milliseconds())
-	return p.Cells, p, err
+	return p.Entries, p, err
 }
 
 // identities are distinct keys that naive encodings confuse: separators in
@@ -534,7 +552,7 @@ func identities() []origin.Cell {
 func testIdentities(t *testing.T, s global.Store) {
 	cells := identities()
 	var counts []global.Count
-	var want []global.Imported
+	var want []imported
 	var ds, wantDs []global.Denial
 	for i, c := range cells {
 		counts = append(counts, count(c, int64(i+1)))
@@ -627,7 +645,7 @@ func testConcurrent(t *testing.T, s global.Store) {
 		t.Error(err)
 	}
 	top := func(i int) int64 { return value(nodes-1, rounds-1, i) }
-	var want []global.Imported
+	var want []imported
 	for i, c := range cells {
 		want = append(want, imp(c, top(i), 2*top(i)))
 	}

@@ -106,23 +106,22 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	return s.pull(region, cursor, now, activeFor), ds, next, nil
 }
 
-// pull is Pull with s.mu held.
+// pull is Pull with s.mu held: every entry changed after cursor whose
+// cell has a row active at now.
 func (s *Store) pull(region string, cursor global.Cursor, now, activeFor int64) global.Pull {
 	p := global.Pull{Next: global.Cursor(s.version)}
 	for cell, rows := range s.counts {
-		changed, active := false, false
-		imp := global.Imported{Cell: cell}
-		for r, row := range rows {
-			changed = changed || row.version > int64(cursor)
+		active := false
+		for _, row := range rows {
 			active = active || row.expiresAt > now
-			if r == region {
-				imp.Own = row.count
-			} else {
-				imp.Others += row.count
-			}
 		}
-		if changed && active {
-			p.Cells = append(p.Cells, imp)
+		if !active {
+			continue
+		}
+		for r, row := range rows {
+			if row.version > int64(cursor) {
+				p.Entries = append(p.Entries, global.Entry{Cell: cell, Region: r, Count: row.count})
+			}
 		}
 	}
 	for r, seen := range s.regions {

@@ -128,10 +128,10 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 	})
 }
 
-// Pull implements [global.Store]. In one statement it reads every cell
-// with a row changed after the cursor and still active at now, summed per
-// cell into Others and Own, the number of other recent regions, and the
-// database clock at the statement's start. The cursor it returns is that
+// Pull implements [global.Store]. In one statement it reads every counter
+// row (a region's entry of a cell) changed after the cursor and still
+// active at now, the number of other recent regions, and the database
+// clock at the statement's start. The cursor it returns is that
 // clock minus Config.CursorOverlap, so cells changed within the overlap
 // are reported again by the next Pull. Most pulls are recent (see
 // recentReads): they read from the last pull's clock less a second instead,
@@ -144,7 +144,7 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 // (see Config.ReadDSN and docs/explanation/read-replicas.md).
 //
 // From a cursor that is not recent (see pullStatement), it reads only the
-// cells of the oldest Config.PageRows rows changed after it (a page, see
+// oldest Config.PageRows rows changed after it (a page, see
 // readPage), and where more rows changed, returns the instant before the
 // page's last change instead, if that is earlier: the next Pull goes on
 // from there.
@@ -209,9 +209,9 @@ func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, n
 	from := cursorTime(int64(cursor))
 	recent := int64(cursor)/1000 >= now-(s.cfg.CursorOverlap+pagedAfter).Milliseconds()
 	if recent || (s.rq.witness && s.stuck.CompareAndSwap(int64(cursor), -1)) {
-		return all, []any{[]byte(region), []byte(region), from, now}, false
+		return all, []any{from, now}, false
 	}
-	return paged, []any{[]byte(region), []byte(region), from, s.cfg.PageRows}, true
+	return paged, []any{from, s.cfg.PageRows}, true
 }
 
 // pulled returns r as the answer of a Pull from cursor. On a replica, a

@@ -106,7 +106,7 @@ func pullAll(t *testing.T, stores []*Store, regions []string, cursors []global.C
 		if err != nil {
 			t.Fatal(err)
 		}
-		cursors[i], n = p.Next, n+len(p.Cells)
+		cursors[i], n = p.Next, n+len(p.Entries)
 	}
 	return n
 }

@@ -27,6 +27,29 @@ func TestConformance(t *testing.T) {
 
 var ctx = context.Background()
 
+// view is what a pull's entries tell a region of one cell: its own
+// region's entry and the sum of the other regions'.
+type view struct {
+	Cell        origin.Cell
+	Own, Others int64
+}
+
+// byCell sums entries per cell as region sees them.
+func byCell(region string, entries []global.Entry) map[origin.Cell]view {
+	m := map[origin.Cell]view{}
+	for _, e := range entries {
+		v := m[e.Cell]
+		v.Cell = e.Cell
+		if e.Region == region {
+			v.Own += e.Count
+		} else {
+			v.Others += e.Count
+		}
+		m[e.Cell] = v
+	}
+	return m
+}
+
 func testCell(id string, seq int64) origin.Cell {
 	return origin.Cell{Key: origin.Key{Workspace: "ws", Namespace: "ns", Identifier: id, Duration: time.Minute}, Sequence: seq}
 }
@@ -140,8 +163,8 @@ func TestInvalidCellsSkipped(t *testing.T) {
 		})
 	}
 	p, err := s.Pull(ctx, "b", 0, now, 1000)
-	if err != nil || len(p.Cells) != 1 || p.Cells[0].Cell != good {
-		t.Fatalf("pulled %v, %v; want the valid cell only", p.Cells, err)
+	if err != nil || len(p.Entries) != 1 || p.Entries[0].Cell != good {
+		t.Fatalf("pulled %v, %v; want the valid cell only", p.Entries, err)
 	}
 	ds, _, err := s.Denials(ctx, "b", 0, now)
 	if err != nil || len(ds) != 1 || ds[0].Cell != good {
@@ -171,16 +194,16 @@ func TestCursorOverlap(t *testing.T) {
 	}
 	before := dbClock(t, s)
 	p, err := s.Pull(ctx, "b", 0, now, 1000)
-	if err != nil || len(p.Cells) != 1 {
-		t.Fatalf("first pull: %v, %v", p.Cells, err)
+	if err != nil || len(p.Entries) != 1 {
+		t.Fatalf("first pull: %v, %v", p.Entries, err)
 	}
 	after := dbClock(t, s)
 	if lo, hi := before-overlap.Microseconds(), after-overlap.Microseconds(); int64(p.Next) < lo || int64(p.Next) > hi {
 		t.Fatalf("cursor %d, want the clock minus the overlap, in [%d, %d]", p.Next, lo, hi)
 	}
 	again, err := s.Pull(ctx, "b", p.Next, now, 1000)
-	if err != nil || len(again.Cells) != 1 {
-		t.Fatalf("a pull within the overlap reports the cell again: %v, %v", again.Cells, err)
+	if err != nil || len(again.Entries) != 1 {
+		t.Fatalf("a pull within the overlap reports the cell again: %v, %v", again.Entries, err)
 	}
 	time.Sleep(overlap + 50*time.Millisecond)
 	mid, err := s.Pull(ctx, "b", p.Next, now, 1000)
@@ -188,8 +211,8 @@ func TestCursorOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	last, err := s.Pull(ctx, "b", mid.Next, now, 1000)
-	if err != nil || len(last.Cells) != 0 {
-		t.Fatalf("a pull after the overlap: %v, %v; want nothing", last.Cells, err)
+	if err != nil || len(last.Entries) != 0 {
+		t.Fatalf("a pull after the overlap: %v, %v; want nothing", last.Entries, err)
 	}
 }
 
@@ -219,8 +242,8 @@ func TestPublishChunks(t *testing.T) {
 		t.Fatalf("observed %+v, want publish ok with 3 statements (3 chunks) and 20 rows", got)
 	}
 	p, err := s.Pull(ctx, "b", 0, now, 1000)
-	if err != nil || len(p.Cells) != 20 {
-		t.Fatalf("pulled %d cells, %v; want 20", len(p.Cells), err)
+	if err != nil || len(p.Entries) != 20 {
+		t.Fatalf("pulled %d cells, %v; want 20", len(p.Entries), err)
 	}
 }
 
@@ -387,8 +410,8 @@ func TestLateCommit(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond) // the pull's clock is past the write's
 			p, err := s.Pull(ctx, "b", 0, now, 1000)
-			if err != nil || len(p.Cells) != 0 {
-				t.Fatalf("pull before the commit: %v, %v", p.Cells, err)
+			if err != nil || len(p.Entries) != 0 {
+				t.Fatalf("pull before the commit: %v, %v", p.Entries, err)
 			}
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
@@ -397,19 +420,18 @@ func TestLateCommit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := len(next.Cells) == 1; got != tc.read {
-				t.Fatalf("pull after the commit reports %v, want the cell: %v", next.Cells, tc.read)
+			if got := len(next.Entries) == 1; got != tc.read {
+				t.Fatalf("pull after the commit reports %v, want the cell: %v", next.Entries, tc.read)
 			}
 		})
 	}
 }
 
 // TestPullPages: where more rows changed after the cursor than PageRows,
-// a pull reads the cells of the oldest PageRows of them (and of the rest of
-// the last one's statement, changed at the same instant) and returns a
-// cursor at the last, and the pulls that follow read the rest, a page
-// each, until one reads nothing. Every cell is read once at least, with the
-// counts of all its regions, those changed in other pages included.
+// a pull reads the oldest PageRows of them and returns a cursor before the
+// last one's change, and the pulls that follow read the rest, a page each,
+// until one reads nothing. Every entry is read once at least: each cell's
+// entries, read in whichever pages, add up to its regions' counts.
 func TestPullPages(t *testing.T) {
 	const pageRows, chunkRows = 10, 4
 	s := openStore(t, Config{PageRows: pageRows, ChunkRows: chunkRows, CursorOverlap: time.Microsecond})
@@ -440,7 +462,7 @@ func TestPullPages(t *testing.T) {
 	publish("a", batch...)
 	rows += len(batch)
 
-	got := map[origin.Cell]int64{}
+	entries := map[global.Entry]int64{} // the highest count read of each (cell, region)
 	var cursor global.Cursor
 	pulls := 0
 	for ; pulls < 20; pulls++ {
@@ -448,19 +470,24 @@ func TestPullPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Cells) == 0 {
+		if len(p.Entries) == 0 {
 			break
 		}
-		if len(p.Cells) > pageRows+chunkRows-1 {
-			t.Fatalf("pull %d read %d cells, want at most a page of %d rows and the rest of a statement", pulls, len(p.Cells), pageRows)
+		if len(p.Entries) > pageRows+chunkRows-1 {
+			t.Fatalf("pull %d read %d cells, want at most a page of %d rows and the rest of a statement", pulls, len(p.Entries), pageRows)
 		}
 		if p.Next <= cursor {
 			t.Fatalf("pull %d: cursor %d does not move on from %d", pulls, p.Next, cursor)
 		}
-		for _, c := range p.Cells {
-			got[c.Cell] = max(got[c.Cell], c.Others)
+		for _, e := range p.Entries {
+			k := global.Entry{Cell: e.Cell, Region: e.Region}
+			entries[k] = max(entries[k], e.Count)
 		}
 		cursor = p.Next
+	}
+	got := map[origin.Cell]int64{}
+	for k, n := range entries {
+		got[k.Cell] += n
 	}
 	if pulls < rows/pageRows {
 		t.Errorf("%d pulls read %d changed rows: want pages of %d", pulls, rows, pageRows)
@@ -497,8 +524,8 @@ func TestPullPagesOnlyFromAnOldCursor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := s.Pull(ctx, "b", global.Cursor(clock-tc.since.Microseconds()), wall, 1000)
-			if err != nil || len(p.Cells) != tc.want {
-				t.Fatalf("pull: %d cells, %v; want %d", len(p.Cells), err, tc.want)
+			if err != nil || len(p.Entries) != tc.want {
+				t.Fatalf("pull: %d cells, %v; want %d", len(p.Entries), err, tc.want)
 			}
 		})
 	}

@@ -18,49 +18,30 @@ var errNoClock = errors.New("global/mysql: the read returned no clock row")
 // each, a UNION ALL of parts whose rows share one shape, told apart by
 // their first column (a rowKind): workspace, namespace, identifier,
 // duration_ms, seq, a, b, region, expires_at, page_rows, page_last, where
-// a and b are Others and Own for a cell, the limit and the usage for a
-// denial, and the clock and the number of other recent regions for the one
-// clock row. The clock is UTC_TIMESTAMP of the statement, the time it
-// started, so no row the statement misses has a later changed_at or
+// a is the count of a counter row (b unused) and the limit and the usage
+// of a denial, and the clock and the number of other recent regions for
+// the one clock row. The clock is UTC_TIMESTAMP of the statement, the time
+// it started, so no row the statement misses has a later changed_at or
 // created_at than the clock.
 //
-// A pull from a recent cursor (see Store.pullStatement) reads every cell
-// with a row changed after it, with its expiry, in the statement of the
-// steady state (readCells). A pull from an older one reads a page
-// (readPage): the rows changed after the cursor, in the order of
-// the changed_at index, up to PageRows of them, read from the index alone.
-// It returns the cell of each of those rows, summed over all its rows,
-// with its expiry (the caller leaves out the cells expired at now) and, in
-// page_rows and page_last, how many of the page's rows are the cell's and
-// when the last of them changed: a page whose rows add up to PageRows is
-// full and leaves rows for the next pull.
-//
-// Both statements fix their plan: a range of the changed_at index drives
-// the join into each changed cell's rows by primary key (FORCE INDEX,
-// STRAIGHT_JOIN). Left to itself on a table of millions of rows, MariaDB
-// 10.11 read the whole table and looked each row up in the changed cells,
-// or took every active row from the expires_at index, when its statistics
-// lagged behind the table (2.5 million rows read a pull instead of tens of
-// thousands).
+// A pull reads the counter rows changed after its cursor, each region's
+// entry of a cell as it is: the caller sums a cell's entries. From a recent
+// cursor (see Store.pullStatement) it reads every changed row still active
+// (readCells); from an older one, a page (readPage): the rows changed after
+// the cursor, in the order of the changed_at index, up to PageRows of them,
+// with, in page_rows and page_last, 1 and when each changed (the caller
+// leaves out those expired at now): a page of PageRows rows is full and
+// leaves rows for the next pull. Both statements read the changed_at index
+// (FORCE INDEX: left to itself on a table of millions of rows, MariaDB
+// 10.11 read the whole table when its statistics lagged behind it).
 const (
-	// page takes cursor, PageRows.
-	page = `SELECT id_hash, duration_ms, seq, changed_at FROM {p}counters FORCE INDEX ({p}counters_changed_at)
-  WHERE changed_at > ? ORDER BY changed_at LIMIT ?`
-	// readCells takes region, region, cursor, now.
-	readCells = `SELECT 1, MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
-  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, MAX(c.expires_at), NULL, NULL
-FROM (SELECT DISTINCT id_hash, duration_ms, seq FROM {p}counters FORCE INDEX ({p}counters_changed_at)
-  WHERE changed_at > ? AND expires_at > ?) AS ch
-STRAIGHT_JOIN {p}counters AS c FORCE INDEX (PRIMARY) ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
-GROUP BY c.id_hash, c.duration_ms, c.seq`
-	// readPage takes region, region, cursor, PageRows.
-	readPage = `SELECT 1, MIN(c.workspace), MIN(c.namespace), MIN(c.identifier), c.duration_ms, c.seq,
-  SUM(IF(c.region = ?, 0, c.count)), SUM(IF(c.region = ?, c.count, 0)), NULL, MAX(c.expires_at),
-  MIN(ch.n), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', MIN(ch.last))
-FROM (SELECT id_hash, duration_ms, seq, COUNT(*) AS n, MAX(changed_at) AS last FROM (` + page + `) AS pg
-  GROUP BY id_hash, duration_ms, seq) AS ch
-STRAIGHT_JOIN {p}counters AS c FORCE INDEX (PRIMARY) ON c.id_hash = ch.id_hash AND c.duration_ms = ch.duration_ms AND c.seq = ch.seq
-GROUP BY c.id_hash, c.duration_ms, c.seq`
+	// readCells takes cursor, now.
+	readCells = `SELECT 1, workspace, namespace, identifier, duration_ms, seq, count, NULL, region, expires_at, NULL, NULL
+FROM {p}counters FORCE INDEX ({p}counters_changed_at) WHERE changed_at > ? AND expires_at > ?`
+	// readPage takes cursor, PageRows.
+	readPage = `(SELECT 1, workspace, namespace, identifier, duration_ms, seq, count, NULL, region, expires_at, 1,
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', changed_at)
+FROM {p}counters FORCE INDEX ({p}counters_changed_at) WHERE changed_at > ? ORDER BY changed_at LIMIT ?)`
 	// readDenialRows takes cursor, now, region.
 	readDenialRows = `SELECT 2, workspace, namespace, identifier, duration_ms, seq, lim, usage_count, region, expires_at, NULL, NULL
 FROM {p}blocklist WHERE created_at > ? AND expires_at > ? AND region <> ?`

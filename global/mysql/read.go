@@ -8,18 +8,18 @@ import (
 	"github.com/sluicehq/sluice/global"
 )
 
-// read is the answer of one read statement (see readCells): the cells and
+// read is the answer of one read statement (see readCells): the entries and
 // the denials it returned, and its clock row.
 type read struct {
-	cells   []global.Imported
+	entries []global.Entry
 	denials []global.Denial
 	// clock is the database clock at the statement's start, µs since the
 	// epoch; on a replica (witness), the witness (see witnessExpr).
 	clock   int64
 	witness bool
 	regions int // the other regions announced recently
-	// now is the limiter's clock of the read (Unix ms): cells that expired
-	// by then are left out of cells.
+	// now is the limiter's clock of the read (Unix ms): entries that expired
+	// by then are left out of entries.
 	now int64
 	// pageRows is the number of rows a pull's page took, and pageLast the
 	// changed_at of the last of them, µs since the epoch (see readPage).
@@ -49,7 +49,7 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 			if expires.Int64 <= r.now {
 				continue // expired: read for the page's count only
 			}
-			r.cells = append(r.cells, global.Imported{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Others: a.Int64, Own: b.Int64})
+			r.entries = append(r.entries, global.Entry{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Region: string(region), Count: a.Int64})
 		case kindDenial:
 			r.denials = append(r.denials, global.Denial{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64),
 				Limit: a.Int64, Usage: b.Int64, Region: string(region), ExpiresAt: expires.Int64})
@@ -64,7 +64,7 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 	if clocks != 1 {
 		return errNoClock
 	}
-	t.rows = len(r.cells) + len(r.denials)
+	t.rows = len(r.entries) + len(r.denials)
 	return nil
 }
 
@@ -114,5 +114,5 @@ func (r *read) next(cursor global.Cursor, overlap time.Duration, pageRows int) g
 
 // pull returns r as the answer of a Pull from cursor, this region counted.
 func (r *read) pull(cursor global.Cursor, overlap time.Duration, pageRows int) global.Pull {
-	return global.Pull{Cells: r.cells, Regions: r.regions + 1, Next: r.next(cursor, overlap, pageRows)}
+	return global.Pull{Entries: r.entries, Regions: r.regions + 1, Next: r.next(cursor, overlap, pageRows)}
 }

@@ -34,7 +34,7 @@ func TestRecentPulls(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := map[string]bool{}
-		for _, c := range p.Cells {
+		for _, c := range p.Entries {
 			got[c.Cell.Identifier] = true
 		}
 		return p, got

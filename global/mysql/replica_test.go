@@ -265,12 +265,12 @@ type follower struct {
 	region               string
 	now                  int64 // the limiter's clock of its reads
 	cursor, denialCursor global.Cursor
-	cells                map[origin.Cell]global.Imported
+	entries              map[global.Entry]int64 // the highest count read of each (cell, region)
 	denials              map[origin.Cell]bool
 }
 
 func newFollower(s *Store, region string, now int64) *follower {
-	return &follower{s: s, region: region, now: now, cells: map[origin.Cell]global.Imported{}, denials: map[origin.Cell]bool{}}
+	return &follower{s: s, region: region, now: now, entries: map[global.Entry]int64{}, denials: map[origin.Cell]bool{}}
 }
 
 // pull reads once with PullWithDenials and returns the cells and denials
@@ -281,12 +281,12 @@ func (f *follower) pull() (fresh int, err error) {
 		return 0, err
 	}
 	f.cursor, f.denialCursor = p.Next, dc
-	for _, c := range p.Cells {
-		old, ok := f.cells[c.Cell]
-		if !ok || c.Others > old.Others || c.Own > old.Own {
+	for _, e := range p.Entries {
+		k := global.Entry{Cell: e.Cell, Region: e.Region}
+		if old, ok := f.entries[k]; !ok || e.Count > old {
 			fresh++
 		}
-		f.cells[c.Cell] = global.Imported{Cell: c.Cell, Others: max(old.Others, c.Others), Own: max(old.Own, c.Own)}
+		f.entries[k] = max(f.entries[k], e.Count)
 	}
 	for _, d := range ds {
 		if !f.denials[d.Cell] {
@@ -300,8 +300,10 @@ func (f *follower) pull() (fresh int, err error) {
 // has reports what of want (Others per cell) and of denials f lacks.
 func (f *follower) has(want map[origin.Cell]int64, denials []origin.Cell) error {
 	got := map[origin.Cell]int64{}
-	for c, imp := range f.cells {
-		got[c] = imp.Others
+	for k, n := range f.entries {
+		if k.Region != f.region {
+			got[k.Cell] += n
+		}
 	}
 	if err := describe(got, want); err != nil {
 		return fmt.Errorf("cells: %w", err)
@@ -372,16 +374,12 @@ func onPrimary(t *testing.T, p *replicaPair, s *Store, q string) int64 {
 	return n
 }
 
-// pulled returns the cells of a Pull by cell.
-func pulled(t *testing.T, s *Store, region string) map[origin.Cell]global.Imported {
+// pulled returns what a Pull from the zero cursor tells region, by cell.
+func pulled(t *testing.T, s *Store, region string) map[origin.Cell]view {
 	t.Helper()
 	pl, err := s.Pull(ctx, region, 0, now, 60_000)
 	must(t, err)
-	got := map[origin.Cell]global.Imported{}
-	for _, c := range pl.Cells {
-		got[c.Cell] = c
-	}
-	return got
+	return byCell(region, pl.Entries)
 }
 
 // testReplicaRoutes: a store with a read replica writes everything on the
@@ -402,15 +400,15 @@ func testReplicaRoutes(t *testing.T, p *replicaPair) {
 		t.Fatalf("the primary holds %d of the 3 rows the store wrote", n)
 	}
 	p.caughtUp(t)
-	want := map[origin.Cell]global.Imported{x: {Cell: x, Others: 3, Own: 1}, y: {Cell: y, Others: 4}}
+	want := map[origin.Cell]view{x: {Cell: x, Others: 3, Own: 1}, y: {Cell: y, Others: 4}}
 	must(t, describe(pulled(t, rep, "eu"), want))
 	ds, _, err := rep.Denials(ctx, "eu", 0, now)
 	if err != nil || len(ds) != 1 || ds[0].Cell != w {
 		t.Fatalf("Denials = %v, %v; want the denial of us only", ds, err)
 	}
 	pl, ds, _, err := rep.PullWithDenials(ctx, "eu", 0, 0, now, 60_000)
-	if err != nil || len(pl.Cells) != 2 || pl.Regions != 2 || len(ds) != 1 {
-		t.Fatalf("PullWithDenials = %+v, %v, %v; want 2 cells, 2 regions, 1 denial", pl, ds, err)
+	if err != nil || len(pl.Entries) != 3 || pl.Regions != 2 || len(ds) != 1 {
+		t.Fatalf("PullWithDenials = %+v, %v, %v; want 3 entries (x of us and of eu, y of us), 2 regions, 1 denial", pl, ds, err)
 	}
 
 	p.pause(t)
@@ -421,7 +419,7 @@ func testReplicaRoutes(t *testing.T, p *replicaPair) {
 	must(t, describe(pulled(t, rep, "eu"), want)) // the replica's rows, not the primary's
 	p.resume(t)
 	p.caughtUp(t)
-	want[x] = global.Imported{Cell: x, Others: 9, Own: 1}
+	want[x] = view{Cell: x, Others: 9, Own: 1}
 	must(t, describe(pulled(t, rep, "eu"), want))
 }
 

@@ -70,6 +70,7 @@ type Store struct {
 type entry struct {
 	count     int64
 	imported  int64                   // the other regions' count (origin.Region.Import)
+	regions   map[string]int64        // each other region's entry, whose sum imported is at least
 	shares    map[origin.Writer]int64 // each writer's share of count
 	expiresAt int64                   // Unix ms
 }

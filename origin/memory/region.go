@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sluicehq/sluice/origin"
 )
@@ -92,10 +93,23 @@ func (s *Store) Import(ctx context.Context, imports []origin.Import) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, im := range imports {
-		e := s.liveLocked(im.Cell, now, im.Others > 0 || im.Usage > 0)
-		if e != nil {
-			e.imported = max(e.imported, im.Others, im.Usage-e.count)
+		e := s.liveLocked(im.Cell, now, im.Usage > 0 || slices.ContainsFunc(im.Counts, func(c origin.RegionCount) bool { return c.Count > 0 }))
+		if e == nil {
+			continue
 		}
+		for _, c := range im.Counts {
+			if c.Count > e.regions[c.Region] {
+				if e.regions == nil {
+					e.regions = make(map[string]int64)
+				}
+				e.regions[c.Region] = c.Count
+			}
+		}
+		var sum int64
+		for _, n := range e.regions {
+			sum += n
+		}
+		e.imported = max(e.imported, sum, im.Usage-e.count)
 	}
 	return nil
 }

@@ -105,6 +105,15 @@ func nominationCases(t *testing.T, o RegionOrigin) {
 	}
 }
 
+// rc returns the region counts of pairs of a region and a count.
+func rc(pairs ...any) []origin.RegionCount {
+	var out []origin.RegionCount
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, origin.RegionCount{Region: pairs[i].(string), Count: int64(pairs[i+1].(int))})
+	}
+	return out
+}
+
 func importCases(t *testing.T, o RegionOrigin) {
 	ctx := context.Background()
 	key := origin.Key{Workspace: fmt.Sprintf("imports-%d", time.Now().UnixNano()), Namespace: "n", Identifier: "i", Duration: time.Minute}
@@ -116,13 +125,19 @@ func importCases(t *testing.T, o RegionOrigin) {
 		apply   int64 // sent by one writer to cur, before the imports
 		want    origin.Counts
 	}{
-		{"an import creates the cells", []origin.Import{{Cell: cur, Others: 5}, {Cell: prev, Others: 9}}, 0,
+		{"an import creates the cells", []origin.Import{{Cell: cur, Counts: rc("eu", 5)}, {Cell: prev, Counts: rc("eu", 4, "us", 5)}}, 0,
 			origin.Counts{Imported: origin.Imported{Current: 5, Previous: 9}}},
-		{"never lowered", []origin.Import{{Cell: cur, Others: 3}}, 0,
+		{"an entry never lowered", []origin.Import{{Cell: cur, Counts: rc("eu", 3)}}, 0,
 			origin.Counts{Imported: origin.Imported{Current: 5, Previous: 9}}},
-		{"apart from the total", []origin.Import{{Cell: cur, Others: 6}}, 10,
+		{"apart from the total", []origin.Import{{Cell: cur, Counts: rc("eu", 6)}}, 10,
 			origin.Counts{Current: 10, Previous: 0, Imported: origin.Imported{Current: 6, Previous: 9}}},
+		{"regions add up", []origin.Import{{Cell: cur, Counts: rc("us", 2)}}, 0,
+			origin.Counts{Current: 10, Imported: origin.Imported{Current: 8, Previous: 9}}},
+		{"an entry again changes nothing", []origin.Import{{Cell: cur, Counts: rc("us", 2, "eu", 6)}}, 0,
+			origin.Counts{Current: 10, Imported: origin.Imported{Current: 8, Previous: 9}}},
 		{"a denial's usage counts the region's own count once", []origin.Import{{Cell: cur, Usage: 30}}, 0,
+			origin.Counts{Current: 10, Imported: origin.Imported{Current: 20, Previous: 9}}},
+		{"entries below a denial's usage leave it", []origin.Import{{Cell: cur, Counts: rc("eu", 9)}}, 0,
 			origin.Counts{Current: 10, Imported: origin.Imported{Current: 20, Previous: 9}}},
 	}
 	w := origin.Writer(time.Now().UnixNano() | 1)

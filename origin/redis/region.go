@@ -159,23 +159,54 @@ func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, e
 	return out, err
 }
 
-// importScript raises a cell's imported count (see [origin.Import]).
+// importScript raises a cell's imported count (see [origin.Import]). Each
+// other region's entry of the cell is field g:<region>, their sum field s,
+// and the imported count field i: the highest of i, s and the usage less
+// the regional total n. It reads the fields with one HMGET and writes what
+// changed with one HSET (and PEXPIRE where it creates the key).
 //
 //	KEYS[1]  the cell
-//	ARGV[1]  others, ARGV[2] usage, ARGV[3] expiry in ms of a new cell
+//	ARGV[1]  usage, ARGV[2] expiry in ms of a new cell, then pairs of a
+//	         region and its count
 var importScript = goredis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'n', 'i')
-local n, imp = tonumber(v[1] or '0'), tonumber(v[2] or '0')
-if n == nil or imp == nil then
+local fields = {'n', 'i', 's'}
+for j = 3, #ARGV, 2 do fields[#fields + 1] = 'g:' .. ARGV[j] end
+local v = redis.call('HMGET', KEYS[1], unpack(fields))
+local n, imp, sum = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
+if n == nil or imp == nil or sum == nil then
   return redis.error_reply('cell does not hold integers')
 end
-local want = math.min(math.max(imp, tonumber(ARGV[1]), tonumber(ARGV[2]) - n), 9007199254740991)
-if want > imp then
-  redis.call('HSET', KEYS[1], 'i', string.format('%d', want))
-  if not v[1] and not v[2] then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+local fresh = not v[1] and not v[2] and not v[3]
+local set = {}
+for j = 3, #ARGV, 2 do
+  local k = 4 + (j - 3) / 2
+  local old, new = tonumber(v[k] or '0'), tonumber(ARGV[j + 1])
+  if old == nil then
+    return redis.error_reply('cell does not hold integers')
+  end
+  if new > old then
+    set[#set + 1], set[#set + 2] = fields[k], ARGV[j + 1]
+    sum = sum + new - old
+  end
 end
+if #set > 0 then set[#set + 1], set[#set + 2] = 's', string.format('%d', sum) end
+local want = math.min(math.max(imp, sum, tonumber(ARGV[1]) - n), 9007199254740991)
+if want > imp then set[#set + 1], set[#set + 2] = 'i', string.format('%d', want) end
+if #set == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(set))
+if fresh then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 `)
+
+// importArgs returns importScript's arguments for im.
+func importArgs(im origin.Import, ttl int64) []any {
+	args := make([]any, 0, 2+2*len(im.Counts))
+	args = append(args, im.Usage, ttl)
+	for _, c := range im.Counts {
+		args = append(args, c.Region, c.Count)
+	}
+	return args
+}
 
 // Import raises each import's cell's imported count with one script call
 // per cell, in one pipeline per master (see [origin.Region]). A master
@@ -212,7 +243,7 @@ func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, im
 	cmds := make([]*goredis.Cmd, len(cells))
 	send := func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd {
 		im := imports[cells[j]]
-		k, args := keys[cells[j]:cells[j]+1], []any{im.Others, im.Usage, o.ttl(im.Cell.Duration)}
+		k, args := keys[cells[j]:cells[j]+1], importArgs(im, o.ttl(im.Cell.Duration))
 		if withSha {
 			return importScript.EvalSha(ctx, p, k, args...)
 		}
