@@ -304,13 +304,20 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 	cur = l.cellsHere(q)
 	prev = l.cells.loadPrevious(q.hash, &q.cell)
+	return cur, l.sync(w, q, cur, prev)
+}
+
+// sync brings q's cells, cur and prev (nil if absent), in line with the
+// origin where the rules ask for a synchronous read (see cellsFor), and
+// returns the previous cell: prev, or the one the read created.
+func (l *Limiter) sync(w *waits, q *resolved, cur, prev *cell) *cell {
 	if l.origin == nil {
-		return cur, prev
+		return prev
 	}
 	synced := cur.syncedAt.Load()
 	stale := synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds()
 	if !stale || !q.decide(cur.count(), prev.count()).Success {
-		return cur, prev
+		return prev
 	}
 	switch {
 	case synced == 0:
@@ -319,12 +326,12 @@ func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 		l.read(w.ctx(), q, readRefresh, cur)
 		cur.clearFlag(flagRefreshing)
 	default:
-		return cur, prev
+		return prev
 	}
 	if prev == nil { // the read may have created it
 		prev = l.cells.loadPrevious(q.hash, &q.cell)
 	}
-	return cur, prev
+	return prev
 }
 
 // cellsHere returns the current cell of q's counter, created if needed,
