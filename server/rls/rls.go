@@ -82,7 +82,8 @@ const (
 var ErrInvalidRequest = errors.New("rls: invalid request")
 
 // Limiter decides rate-limit requests and counts reported usage;
-// *sluice.Limiter implements it.
+// *sluice.Limiter implements it. RatelimitMany and ReportMany must not
+// keep rs once they return: the service reuses it for its next call.
 type Limiter interface {
 	Ratelimit(ctx context.Context, r sluice.Request) (sluice.Response, error)
 	RatelimitMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
