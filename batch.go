@@ -179,11 +179,14 @@ func (l *Limiter) batchCells(b *batch) {
 	if denied || reads == 0 || l.origin == nil {
 		return
 	}
-	if reads == 1 {
+	switch {
+	case reads == 1:
 		for i := range b.qs {
 			l.sync(&b.w, &b.qs[i], b.curs[i], b.prevs[i])
 		}
-	} else {
+	case l.loader != nil:
+		l.syncBatch(b)
+	default:
 		b.w.ctx() // made once, before the reads share it
 		var wg sync.WaitGroup
 		for i := range b.qs {
@@ -195,6 +198,100 @@ func (l *Limiter) batchCells(b *batch) {
 		if b.prevs[i] == nil {
 			b.prevs[i] = l.cells.loadPrevious(b.qs[i].hash, &b.qs[i].cell)
 		}
+	}
+}
+
+// syncBatch brings the cells of b in line with the origin as sync does,
+// all at once, on an origin that reads several counters in one round trip:
+// the cold cells to hydrate with one LoadMany (see hydrate), each warm
+// cell to refresh as sync does, beside it.
+func (l *Limiter) syncBatch(b *batch) {
+	b.w.ctx() // made once, before the reads share it
+	var cold []int
+	var wg sync.WaitGroup
+	for i := range b.qs {
+		q, cur, prev := &b.qs[i], b.curs[i], b.prevs[i]
+		switch synced := cur.syncedAt.Load(); {
+		case synced != 0:
+			if q.t-synced >= l.cfg.RefreshAfter.Milliseconds() {
+				wg.Go(func() { l.sync(&b.w, q, cur, prev) })
+			}
+		case q.decide(cur.count(), prev.count()).Success:
+			cold = append(cold, i)
+		}
+	}
+	switch len(cold) {
+	case 0:
+	case 1:
+		l.sync(&b.w, &b.qs[cold[0]], b.curs[cold[0]], b.prevs[cold[0]])
+	default:
+		l.hydrate(b.w.ctx(), b, cold)
+	}
+	wg.Wait()
+}
+
+// errLoadMany is the error of a LoadMany that answered the wrong number of
+// cells: every cell of it failed.
+var errLoadMany = errors.New("sluice: the origin read a batch incompletely")
+
+// hydration is a cold cell of a batch to hydrate and its request, copied:
+// the read goes on for other callers once the batch has given up.
+type hydration struct {
+	q   resolved
+	cur *cell
+}
+
+// hydrate reads the cold cells of b at indexes cold from the origin with
+// one LoadMany, as sharedRead reads one: each cell once for every
+// concurrent caller (a cell another caller is reading is waited for, not
+// read again), in a call that goes on if the batch gives up (ctx ends),
+// bounded by OriginTimeout. A cell hydrated meanwhile is not read again.
+func (l *Limiter) hydrate(ctx context.Context, b *batch, cold []int) {
+	keys := make([]origin.Cell, len(cold))
+	hs := make([]hydration, len(cold))
+	for j, i := range cold {
+		keys[j], hs[j] = b.qs[i].current(), hydration{q: b.qs[i], cur: b.curs[i]}
+	}
+	detached := context.WithoutCancel(ctx) // keeps the caller's trace, not its deadline
+	// DoMany fails only when the caller gave up or Close has started:
+	// the batch then goes on from local state (see sharedRead).
+	_ = l.reads.DoMany(ctx, keys, func(led []int) { l.readMany(detached, hs, led) })
+}
+
+// readMany hydrates the cells of hs at indexes led that are still cold
+// with one LoadMany, bounded by OriginTimeout, and merges what it read as
+// read does, or its failure, cell by cell.
+func (l *Limiter) readMany(ctx context.Context, hs []hydration, led []int) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OriginTimeout)
+	defer cancel()
+	var cells []origin.Cell
+	var which []*hydration
+	for _, j := range led {
+		if h := &hs[j]; h.cur.syncedAt.Load() == 0 {
+			cells, which = append(cells, h.q.current()), append(which, h)
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	start := time.Now()
+	counts, err := l.loader.LoadMany(ctx, cells)
+	took := time.Since(start)
+	var some *origin.CellErrors // some cells failed, the others were read
+	if (err == nil || errors.As(err, &some)) && len(counts) != len(cells) {
+		some, err = nil, fmt.Errorf("%w: %d counts for %d cells", errLoadMany, len(counts), len(cells))
+	}
+	for k, h := range which {
+		cellErr := err
+		if some != nil {
+			cellErr = some.Failed[k]
+		}
+		var c origin.Counts
+		if cellErr == nil {
+			c = counts[k]
+		}
+		l.cfg.Observer.OriginRead(readHydrate, took, cellErr)
+		l.loaded(&h.q, readHydrate, h.cur, c, cellErr)
 	}
 }
 

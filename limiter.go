@@ -51,9 +51,10 @@ var ErrNotFlushed = errors.New("sluice: increments not flushed")
 // goroutines. Create one with [New] and release it with Close.
 type Limiter struct {
 	cfg      Config
-	drive    drive.Options // set by the simulator and tests only
-	nowMilli func() int64  // the clock of requests without a Time
-	origin   origin.Origin // nil: the limiter is its own origin
+	drive    drive.Options      // set by the simulator and tests only
+	nowMilli func() int64       // the clock of requests without a Time
+	origin   origin.Origin      // nil: the limiter is its own origin
+	loader   origin.BatchLoader // the origin, if it reads several counters in one round trip
 	cells    *cellTable
 	replay   *replayer // nil without an origin
 
@@ -101,6 +102,7 @@ func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 	if l.origin != nil {
 		l.replay = newReplayer(l)
 		l.wg.Go(func() { l.replay.run(ctx) })
+		l.loader, _ = l.origin.(origin.BatchLoader)
 		if p, ok := l.origin.(origin.Pusher); ok {
 			p.OnPush(l.mergeRemote)
 		}
@@ -387,6 +389,12 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason string, cur *cel
 	start := time.Now()
 	counts, err := l.origin.Load(ctx, q.cell.Key, q.pos.Seq)
 	l.cfg.Observer.OriginRead(reason, time.Since(start), err)
+	l.loaded(q, reason, cur, counts, err)
+}
+
+// loaded merges the counts of q's counter read from the origin, or the
+// read's failure, into local state (see read).
+func (l *Limiter) loaded(q *resolved, reason string, cur *cell, counts origin.Counts, err error) {
 	switch {
 	case err == nil:
 		l.mergeCounts(q, cur, counts)
