@@ -47,7 +47,9 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		}
 		return []Response{res}, nil
 	}
-	qs := make([]resolved, len(rs))
+	b := getBatch(len(rs))
+	defer b.put()
+	qs := b.qs
 	for i := range rs {
 		if err := resolve(&qs[i], &rs[i], l.nowMilli); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
@@ -57,17 +59,17 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
-	w := waits{parent: ctx, timeout: l.cfg.OriginTimeout}
-	defer w.release()
+	b.w = waits{parent: ctx, timeout: l.cfg.OriginTimeout}
+	defer b.w.release()
 
-	curs := l.batchCells(&w, qs)
+	l.batchCells(b)
 	out := make([]Response, len(qs))
+	curs, prevs := b.curs, b.prevs
 	var atOrigin []bool // nil: nothing is decided at the origin
 	passed := true
 	for i := range qs {
 		q := &qs[i]
-		prev := l.cells.loadPrevious(q.hash, &q.cell)
-		if passed && l.atOrigin(q, curs[i], prev) {
+		if passed && l.atOrigin(q, curs[i], prevs[i]) {
 			if atOrigin == nil {
 				atOrigin = make([]bool, len(qs))
 			}
@@ -77,72 +79,220 @@ func (l *Limiter) RatelimitMany(ctx context.Context, rs []Request) ([]Response, 
 		if atOrigin != nil && atOrigin[i] {
 			mode = applyReserved
 		}
-		o := l.apply(q, curs[i], prev, mode)
+		o := l.apply(q, curs[i], prevs[i], mode)
 		q.response(&out[i], o)
 		passed = passed && o.Success
 	}
 	var rsv []*reservation
 	if passed && atOrigin != nil {
-		rsv = l.reservations(qs, curs, atOrigin)
-		passed = l.reserve(w.ctx(), w.parent, qs, rsv, out) && !l.gaveUp(w.parent, rsv, out)
+		rsv = l.reservations(b, atOrigin)
+		passed = l.reserve(b.w.ctx(), ctx, qs, rsv, out) && !l.gaveUp(ctx, rsv, out)
 	}
-	if !l.commit(&w, qs, curs, out, passed, atOrigin, rsv) {
+	if !l.commit(&b.w, qs, curs, out, passed, atOrigin, rsv) {
 		return nil, ErrClosed
 	}
 	if passed {
 		return out, nil
 	}
-	// Rolled back: report every counter as a peek would see it now.
+	// Rolled back: report every counter as a peek would see it now. A
+	// previous cell found is the one any lookup finds; one that was
+	// absent may have been created since (by a reservation's merge).
 	for i := range qs {
 		q := &qs[i]
 		q.cost = 0
-		prev := l.cells.loadPrevious(q.hash, &q.cell)
+		prev := prevs[i]
+		if prev == nil {
+			prev = l.cells.loadPrevious(q.hash, &q.cell)
+		}
 		o := q.decide(curs[i].count(), prev.count())
 		out[i].Current, out[i].Remaining = o.Current, o.Remaining
 	}
 	return out, nil
 }
 
-// batchCells returns the current cell of each request of a batch, created
-// if needed. If the local view denies one of the requests on a counter it
-// has read from the origin, the batch is denied whatever the others do:
-// nothing is read. Otherwise the cells that need a read (see cellsFor) are
-// read all at once, under w's one deadline.
-func (l *Limiter) batchCells(w *waits, qs []resolved) []*cell {
-	curs := make([]*cell, len(qs))
+// batch is the working state of one RatelimitMany call: its requests
+// resolved, the current and previous cell of each (see batchCells), and
+// its origin waits. Batches are pooled: a call of a few requests
+// allocates nothing for them. Nothing of a batch outlives its call
+// (origin calls that may go on copy what they use), and put clears it.
+type batch struct {
+	qs    []resolved
+	curs  []*cell
+	prevs []*cell // nil where the previous cell was absent
+	w     waits
+}
+
+// maxPooledBatch is the largest batch put back in the pool (the Envoy
+// RLS sends at most 64 descriptors a call): a rare huge batch is left to
+// the collector rather than held.
+const maxPooledBatch = 64
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+// getBatch returns a cleared batch of n requests.
+func getBatch(n int) *batch {
+	b := batchPool.Get().(*batch)
+	if cap(b.qs) < n {
+		b.qs, b.curs, b.prevs = make([]resolved, n), make([]*cell, n), make([]*cell, n)
+	}
+	b.qs, b.curs, b.prevs = b.qs[:n], b.curs[:n], b.prevs[:n]
+	return b
+}
+
+// put clears b, so that the pool holds no request's strings and no cell,
+// and returns it to the pool unless it is large.
+func (b *batch) put() {
+	clear(b.qs)
+	clear(b.curs)
+	clear(b.prevs)
+	b.w = waits{}
+	if cap(b.qs) <= maxPooledBatch {
+		batchPool.Put(b)
+	}
+}
+
+// batchCells finds the current cell of each request of b, created if
+// needed, and its previous cell if it exists: one lookup each, whose
+// results the batch decides with. If the local view denies one of the
+// requests on a counter it has read from the origin, the batch is denied
+// whatever the others do: nothing is read. Otherwise the cells that need
+// a read (see sync) are read, all at once when there are several, under
+// b.w's one deadline; a previous cell absent before the reads is looked
+// up again after them, since a read (this batch's, for a counter it holds
+// twice, too) may have created it.
+func (l *Limiter) batchCells(b *batch) {
 	reads := 0
 	denied := false
-	for i := range qs {
-		q := &qs[i]
-		cur := l.cells.load(q.hash, &q.cell)
-		var synced int64
-		if cur != nil {
-			synced = cur.syncedAt.Load()
-		}
-		if (l.origin == nil || synced != 0) && !q.decide(cur.count(), l.cells.loadPrevious(q.hash, &q.cell).count()).Success {
+	for i := range b.qs {
+		q := &b.qs[i]
+		cur := l.cellsHere(q)
+		prev := l.cells.loadPrevious(q.hash, &q.cell)
+		b.curs[i], b.prevs[i] = cur, prev
+		synced := cur.syncedAt.Load()
+		if (l.origin == nil || synced != 0) && !q.decide(cur.count(), prev.count()).Success {
 			denied = true
 		}
 		if synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds() {
 			reads++
 		}
 	}
-	if denied || reads <= 1 || l.origin == nil {
-		for i := range qs {
-			if denied {
-				curs[i] = l.cellsHere(&qs[i])
-			} else {
-				curs[i], _ = l.cellsFor(w, &qs[i])
-			}
-		}
-		return curs
+	if denied || reads == 0 || l.origin == nil {
+		return
 	}
-	w.ctx() // made once, before the reads share it
+	switch {
+	case reads == 1:
+		for i := range b.qs {
+			l.sync(&b.w, &b.qs[i], b.curs[i], b.prevs[i])
+		}
+	case l.loader != nil:
+		l.syncBatch(b)
+	default:
+		b.w.ctx() // made once, before the reads share it
+		var wg sync.WaitGroup
+		for i := range b.qs {
+			wg.Go(func() { l.sync(&b.w, &b.qs[i], b.curs[i], b.prevs[i]) })
+		}
+		wg.Wait()
+	}
+	for i := range b.qs {
+		if b.prevs[i] == nil {
+			b.prevs[i] = l.cells.loadPrevious(b.qs[i].hash, &b.qs[i].cell)
+		}
+	}
+}
+
+// syncBatch brings the cells of b in line with the origin as sync does,
+// all at once, on an origin that reads several counters in one round trip:
+// the cold cells to hydrate with one LoadMany (see hydrate), each warm
+// cell to refresh as sync does, beside it.
+func (l *Limiter) syncBatch(b *batch) {
+	b.w.ctx() // made once, before the reads share it
+	var cold []int
 	var wg sync.WaitGroup
-	for i := range qs {
-		wg.Go(func() { curs[i], _ = l.cellsFor(w, &qs[i]) })
+	for i := range b.qs {
+		q, cur, prev := &b.qs[i], b.curs[i], b.prevs[i]
+		switch synced := cur.syncedAt.Load(); {
+		case synced != 0:
+			if q.t-synced >= l.cfg.RefreshAfter.Milliseconds() {
+				wg.Go(func() { l.sync(&b.w, q, cur, prev) })
+			}
+		case q.decide(cur.count(), prev.count()).Success:
+			cold = append(cold, i)
+		}
+	}
+	switch len(cold) {
+	case 0:
+	case 1:
+		l.sync(&b.w, &b.qs[cold[0]], b.curs[cold[0]], b.prevs[cold[0]])
+	default:
+		l.hydrate(b.w.ctx(), b, cold)
 	}
 	wg.Wait()
-	return curs
+}
+
+// errLoadMany is the error of a LoadMany that answered the wrong number of
+// cells: every cell of it failed.
+var errLoadMany = errors.New("sluice: the origin read a batch incompletely")
+
+// hydration is a cold cell of a batch to hydrate and its request, copied:
+// the read goes on for other callers once the batch has given up.
+type hydration struct {
+	q   resolved
+	cur *cell
+}
+
+// hydrate reads the cold cells of b at indexes cold from the origin with
+// one LoadMany, as sharedRead reads one: each cell once for every
+// concurrent caller (a cell another caller is reading is waited for, not
+// read again), in a call that goes on if the batch gives up (ctx ends),
+// bounded by OriginTimeout. A cell hydrated meanwhile is not read again.
+func (l *Limiter) hydrate(ctx context.Context, b *batch, cold []int) {
+	keys := make([]origin.Cell, len(cold))
+	hs := make([]hydration, len(cold))
+	for j, i := range cold {
+		keys[j], hs[j] = b.qs[i].current(), hydration{q: b.qs[i], cur: b.curs[i]}
+	}
+	detached := context.WithoutCancel(ctx) // keeps the caller's trace, not its deadline
+	// DoMany fails only when the caller gave up or Close has started:
+	// the batch then goes on from local state (see sharedRead).
+	_ = l.reads.DoMany(ctx, keys, func(led []int) { l.readMany(detached, hs, led) })
+}
+
+// readMany hydrates the cells of hs at indexes led that are still cold
+// with one LoadMany, bounded by OriginTimeout, and merges what it read as
+// read does, or its failure, cell by cell.
+func (l *Limiter) readMany(ctx context.Context, hs []hydration, led []int) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OriginTimeout)
+	defer cancel()
+	var cells []origin.Cell
+	var which []*hydration
+	for _, j := range led {
+		if h := &hs[j]; h.cur.syncedAt.Load() == 0 {
+			cells, which = append(cells, h.q.current()), append(which, h)
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	start := time.Now()
+	counts, err := l.loader.LoadMany(ctx, cells)
+	took := time.Since(start)
+	var some *origin.CellErrors // some cells failed, the others were read
+	if (err == nil || errors.As(err, &some)) && len(counts) != len(cells) {
+		some, err = nil, fmt.Errorf("%w: %d counts for %d cells", errLoadMany, len(counts), len(cells))
+	}
+	for k, h := range which {
+		cellErr := err
+		if some != nil {
+			cellErr = some.Failed[k]
+		}
+		var c origin.Counts
+		if cellErr == nil {
+			c = counts[k]
+		}
+		l.cfg.Observer.OriginRead(readHydrate, took, cellErr)
+		l.loaded(&h.q, readHydrate, h.cur, c, cellErr)
+	}
 }
 
 // reservation is the part of a batch the origin decides on one counter:
@@ -151,6 +301,7 @@ func (l *Limiter) batchCells(w *waits, qs []resolved) []*cell {
 // rolled back.
 type reservation struct {
 	cur   *cell
+	prev  *cell     // the previous cell, as the batch found it
 	first *resolved // the earliest request
 	idx   []int     // the requests' indexes in the batch
 	check origin.Check
@@ -167,28 +318,28 @@ type reservation struct {
 // of the batches decided here, with the other regions' counts; not the
 // increments other batches reserve at the origin, which the origin counts
 // itself.
-func (l *Limiter) reservations(qs []resolved, curs []*cell, atOrigin []bool) []*reservation {
+func (l *Limiter) reservations(b *batch, atOrigin []bool) []*reservation {
 	var rsv []*reservation
 	byCell := make(map[*cell]*reservation)
+	qs, curs := b.qs, b.curs
 	for i := range qs {
 		if !atOrigin[i] || qs[i].cost == 0 {
 			continue
 		}
 		r := byCell[curs[i]]
 		if r == nil {
-			r = &reservation{cur: curs[i], first: &qs[i]}
+			r = &reservation{cur: curs[i], prev: b.prevs[i], first: &qs[i]}
 			byCell[curs[i]] = r
 			rsv = append(rsv, r)
 		}
 		r.idx = append(r.idx, i)
 		r.check.Asks = append(r.check.Asks, origin.Ask{Limit: qs[i].limit, Cost: qs[i].cost})
 		if qs[i].t < r.first.t {
-			r.first = &qs[i]
+			r.first, r.prev = &qs[i], b.prevs[i]
 		}
 	}
 	for _, r := range rsv {
-		q := r.first
-		prev := l.cells.loadPrevious(q.hash, &q.cell)
+		q, prev := r.first, r.prev
 		r.check.Key, r.check.Seq, r.check.Elapsed = q.cell.Key, q.pos.Seq, q.pos.Elapsed
 		sent, speculative := r.cur.countsAside()
 		r.check.Writer, r.check.Sent, r.check.Holder = r.cur.writer, sent, origin.Writer(rand.Uint64()|1)

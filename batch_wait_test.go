@@ -28,6 +28,13 @@ func (f *freezableOrigin) Load(ctx context.Context, k origin.Key, seq int64) (or
 	return f.Store.Load(ctx, k, seq)
 }
 
+func (f *freezableOrigin) LoadMany(ctx context.Context, cells []origin.Cell) ([]origin.Counts, error) {
+	if f.frozen.Load() {
+		return f.hanging.LoadMany(ctx, cells)
+	}
+	return f.Store.LoadMany(ctx, cells)
+}
+
 func (f *freezableOrigin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
 	if f.frozen.Load() {
 		return f.hanging.Decide(ctx, c)

@@ -52,6 +52,10 @@ func (s *slowOrigin) Load(ctx context.Context, k origin.Key, seq int64) (origin.
 	return slowCall(s, ctx, func() (origin.Counts, error) { return s.Store.Load(context.Background(), k, seq) })
 }
 
+func (s *slowOrigin) LoadMany(ctx context.Context, cells []origin.Cell) ([]origin.Counts, error) {
+	return slowCall(s, ctx, func() ([]origin.Counts, error) { return s.Store.LoadMany(context.Background(), cells) })
+}
+
 func (s *slowOrigin) Apply(ctx context.Context, ds []origin.Delta) ([]origin.Total, error) {
 	return slowCall(s, ctx, func() ([]origin.Total, error) { return s.Store.Apply(context.Background(), ds) })
 }

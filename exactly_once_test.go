@@ -278,6 +278,12 @@ func (h *hangingOrigin) Load(ctx context.Context, _ origin.Key, _ int64) (origin
 	return origin.Counts{}, ctx.Err()
 }
 
+func (h *hangingOrigin) LoadMany(ctx context.Context, _ []origin.Cell) ([]origin.Counts, error) {
+	h.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 func (h *hangingOrigin) Apply(ctx context.Context, _ []origin.Delta) ([]origin.Total, error) {
 	h.calls.Add(1)
 	<-ctx.Done()

@@ -51,9 +51,10 @@ var ErrNotFlushed = errors.New("sluice: increments not flushed")
 // goroutines. Create one with [New] and release it with Close.
 type Limiter struct {
 	cfg      Config
-	drive    drive.Options // set by the simulator and tests only
-	nowMilli func() int64  // the clock of requests without a Time
-	origin   origin.Origin // nil: the limiter is its own origin
+	drive    drive.Options      // set by the simulator and tests only
+	nowMilli func() int64       // the clock of requests without a Time
+	origin   origin.Origin      // nil: the limiter is its own origin
+	loader   origin.BatchLoader // the origin, if it reads several counters in one round trip
 	cells    *cellTable
 	replay   *replayer // nil without an origin
 
@@ -101,6 +102,7 @@ func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 	if l.origin != nil {
 		l.replay = newReplayer(l)
 		l.wg.Go(func() { l.replay.run(ctx) })
+		l.loader, _ = l.origin.(origin.BatchLoader)
 		if p, ok := l.origin.(origin.Pusher); ok {
 			p.OnPush(l.mergeRemote)
 		}
@@ -304,13 +306,20 @@ func (q *resolved) decide(cur, prev int64) window.Outcome {
 func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 	cur = l.cellsHere(q)
 	prev = l.cells.loadPrevious(q.hash, &q.cell)
+	return cur, l.sync(w, q, cur, prev)
+}
+
+// sync brings q's cells, cur and prev (nil if absent), in line with the
+// origin where the rules ask for a synchronous read (see cellsFor), and
+// returns the previous cell: prev, or the one the read created.
+func (l *Limiter) sync(w *waits, q *resolved, cur, prev *cell) *cell {
 	if l.origin == nil {
-		return cur, prev
+		return prev
 	}
 	synced := cur.syncedAt.Load()
 	stale := synced == 0 || q.t-synced >= l.cfg.RefreshAfter.Milliseconds()
 	if !stale || !q.decide(cur.count(), prev.count()).Success {
-		return cur, prev
+		return prev
 	}
 	switch {
 	case synced == 0:
@@ -319,12 +328,12 @@ func (l *Limiter) cellsFor(w *waits, q *resolved) (cur, prev *cell) {
 		l.read(w.ctx(), q, readRefresh, cur)
 		cur.clearFlag(flagRefreshing)
 	default:
-		return cur, prev
+		return prev
 	}
 	if prev == nil { // the read may have created it
 		prev = l.cells.loadPrevious(q.hash, &q.cell)
 	}
-	return cur, prev
+	return prev
 }
 
 // cellsHere returns the current cell of q's counter, created if needed,
@@ -380,6 +389,12 @@ func (l *Limiter) read(ctx context.Context, q *resolved, reason string, cur *cel
 	start := time.Now()
 	counts, err := l.origin.Load(ctx, q.cell.Key, q.pos.Seq)
 	l.cfg.Observer.OriginRead(reason, time.Since(start), err)
+	l.loaded(q, reason, cur, counts, err)
+}
+
+// loaded merges the counts of q's counter read from the origin, or the
+// read's failure, into local state (see read).
+func (l *Limiter) loaded(q *resolved, reason string, cur *cell, counts origin.Counts, err error) {
 	switch {
 	case err == nil:
 		l.mergeCounts(q, cur, counts)

@@ -9,7 +9,10 @@ type Observer interface {
 	// OriginRead reports one synchronous origin call and its outcome. The
 	// reason is "hydrate" (a cold counter's first decision), "refresh" (a
 	// warm counter older than RefreshAfter) or "strict" (a decision the
-	// origin makes: strict mode, or near the limit).
+	// origin makes: strict mode, or near the limit). The counters of a
+	// batch hydrated with one call (an origin.BatchLoader's LoadMany) are
+	// reported one by one, each with the call's elapsed time and its own
+	// outcome.
 	OriginRead(reason string, elapsed time.Duration, err error)
 	// Replayed reports one replay call of cells cells to the origin.
 	Replayed(cells int, elapsed time.Duration, err error)

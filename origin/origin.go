@@ -173,6 +173,21 @@ type Origin interface {
 	Withdraw(ctx context.Context, cell Cell, writer Writer) error
 }
 
+// BatchLoader is implemented by an origin that reads several counters in
+// one round trip. A limiter whose origin is a BatchLoader hydrates the cold
+// counters of one RatelimitMany batch with one LoadMany instead of one
+// Load each. An origin that wraps a BatchLoader by embedding it and
+// changes Load must change LoadMany alike (or not offer it): the limiter
+// calls whichever its origin has.
+type BatchLoader interface {
+	// LoadMany returns, for each cell of cells in order, what
+	// Load(ctx, cell.Key, cell.Sequence) returns: the totals of the cell
+	// and of the one before it. If some cells failed and the others were
+	// read, the error wraps a [*CellErrors] naming the failed ones (their
+	// Counts are zero); on any other error no Counts are returned.
+	LoadMany(ctx context.Context, cells []Cell) ([]Counts, error)
+}
+
 // Withdrawn is the share a withdrawn writer holds in a cell (see
 // [Origin.Withdraw]): above every count a writer sends, and exact in a
 // Redis script's doubles.

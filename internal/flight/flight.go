@@ -73,6 +73,68 @@ func (g *Group[K]) start(key K, fn func()) chan struct{} {
 	return done
 }
 
+// DoMany is Do for several keys at once: one call of fn for every key of
+// keys no call is in flight for (fn is given their indexes in keys, in
+// order, a key given twice once), on a goroutine of its own; then it waits
+// until that call and the calls in flight for the other keys have all
+// returned, or ctx is done. fn is not started when every key is in flight
+// already. DoMany returns as Do does; keys may change once it returns.
+func (g *Group[K]) DoMany(ctx context.Context, keys []K, fn func(led []int)) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return ErrClosed
+	}
+	var (
+		done  chan struct{} // the call of the keys led here
+		led   []int
+		waits []chan struct{}
+	)
+	for i, k := range keys {
+		if d, ok := g.calls[k]; ok {
+			if d != done {
+				waits = append(waits, d)
+			}
+			continue
+		}
+		if done == nil {
+			done = make(chan struct{})
+			if g.calls == nil {
+				g.calls = make(map[K]chan struct{})
+			}
+		}
+		g.calls[k] = done
+		led = append(led, i)
+	}
+	if done != nil {
+		waits = append(waits, done)
+		ledKeys := make([]K, len(led))
+		for j, i := range led {
+			ledKeys[j] = keys[i]
+		}
+		go func() {
+			defer func() {
+				g.mu.Lock()
+				for _, k := range ledKeys {
+					delete(g.calls, k)
+				}
+				g.mu.Unlock()
+				close(done)
+			}()
+			fn(led)
+		}()
+	}
+	g.mu.Unlock()
+	for _, d := range waits {
+		select {
+		case <-d:
+		case <-ctx.Done():
+			return fmt.Errorf("flight: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
 // Wait waits until every call in flight when it is called has returned.
 // Calls that start meanwhile are not waited for.
 func (g *Group[K]) Wait() {

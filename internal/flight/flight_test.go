@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,5 +211,72 @@ func TestCloseRacesDo(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+}
+
+// TestDoMany checks which keys one DoMany call leads, and when it returns,
+// with other calls in flight for some of its keys.
+func TestDoMany(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		keys     []int
+		inFlight map[int]time.Duration // calls of Do in flight, by key, for this long
+		timeout  time.Duration         // of the caller's context
+		closed   bool
+		led      []int // the indexes fn is given; nil: fn does not run
+		want     error
+		took     time.Duration
+	}{
+		{name: "no key in flight, one key twice", keys: []int{1, 2, 2, 3}, led: []int{0, 1, 3}, took: time.Second},
+		{name: "a key in flight for longer", keys: []int{1, 2}, inFlight: map[int]time.Duration{2: 3 * time.Second},
+			led: []int{0}, took: 3 * time.Second},
+		{name: "every key in flight", keys: []int{1, 2}, inFlight: map[int]time.Duration{1: time.Second, 2: 2 * time.Second},
+			took: 2 * time.Second},
+		{name: "the caller's context ends first", keys: []int{1, 2}, timeout: 100 * time.Millisecond,
+			led: []int{0, 1}, want: context.DeadlineExceeded, took: 100 * time.Millisecond},
+		{name: "closed group", keys: []int{1}, closed: true, want: ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var g Group[int]
+				for k, d := range tc.inFlight {
+					go func() { _ = g.Do(context.Background(), k, func() { time.Sleep(d) }) }()
+				}
+				synctest.Wait() // the calls are in flight
+				if tc.closed {
+					g.Close()
+				}
+				ctx := t.Context()
+				if tc.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+					defer cancel()
+				}
+				var led []int
+				start := time.Now()
+				err := g.DoMany(ctx, tc.keys, func(l []int) { led = l; time.Sleep(time.Second) })
+				took := time.Since(start)
+				if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+					t.Errorf("DoMany: %v, want %v", err, tc.want)
+				}
+				if took != tc.took {
+					t.Errorf("DoMany took %v, want %v", took, tc.took)
+				}
+				if tc.want == nil {
+					// Every key's call has returned: a new one starts.
+					ran := 0
+					for _, k := range tc.keys {
+						_ = g.Do(t.Context(), k, func() { ran++ })
+					}
+					if ran != len(tc.keys) && !tc.closed {
+						t.Errorf("%d new calls after DoMany, want %d", ran, len(tc.keys))
+					}
+				}
+				g.Close()
+				if !slices.Equal(led, tc.led) {
+					t.Errorf("fn led %v, want %v", led, tc.led)
+				}
+			})
+		})
 	}
 }

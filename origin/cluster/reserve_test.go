@@ -22,6 +22,16 @@ func TestReservations(t *testing.T) {
 	}
 }
 
+// TestLoadMany runs origintest's LoadMany cases through each node of a
+// 2-node cluster: each call reads counters owned by both nodes, at this
+// node's store and through peer calls.
+func TestLoadMany(t *testing.T) {
+	nodes := newTestCluster(t, 2, "s")
+	for _, nd := range nodes {
+		t.Run(nd.o.ID(), func(t *testing.T) { origintest.LoadMany(t, nd.o) })
+	}
+}
+
 // TestBatchesAcrossClusterNodes is sluice's TestBatchesAcrossNodes on the
 // cluster origin: limiters on two nodes race for the last 3 units of five
 // counters (limit 20) with batches of 2 to 5 of them, decided at each

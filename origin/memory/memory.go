@@ -75,7 +75,10 @@ type entry struct {
 	expiresAt int64                   // Unix ms
 }
 
-var _ origin.Origin = (*Store)(nil)
+var (
+	_ origin.Origin      = (*Store)(nil)
+	_ origin.BatchLoader = (*Store)(nil)
+)
 
 // Option configures a [Store] in [New].
 type Option func(*options)
@@ -134,6 +137,22 @@ func (s *Store) Load(ctx context.Context, key origin.Key, seq int64) (origin.Cou
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.countsLocked(key, seq, now), nil
+}
+
+// LoadMany returns the totals of each cell of cells and the one before it
+// (see [origin.BatchLoader]), all read under one lock.
+func (s *Store) LoadMany(ctx context.Context, cells []origin.Cell) ([]origin.Counts, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.clock().UnixMilli()
+	out := make([]origin.Counts, len(cells))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range cells {
+		out[i] = s.countsLocked(c.Key, c.Sequence, now)
+	}
+	return out, nil
 }
 
 // countsLocked returns the totals and imported counts of cells seq and

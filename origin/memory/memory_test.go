@@ -70,6 +70,8 @@ func add(c origin.Cell, n int64) origin.Delta {
 
 func TestReservations(t *testing.T) { origintest.Reservations(t, New(nil)) }
 
+func TestLoadMany(t *testing.T) { origintest.LoadMany(t, New(nil)) }
+
 // TestRegion runs origintest's cases of origin.Region on a Store whose
 // clock the test moves.
 func TestRegion(t *testing.T) {

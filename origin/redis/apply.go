@@ -61,7 +61,7 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Tot
 	}
 	errs[0] = o.applyGroup(ctx, groups[0], keys, deltas, totals)
 	wg.Wait()
-	return mergeGroups(groups, errs, totals)
+	return mergeGroups(OpApply, groups, errs, totals)
 }
 
 // A group is the cells of an Apply that go through one breaker: those one
@@ -133,10 +133,11 @@ func (o *Origin) applyGroup(ctx context.Context, g group, keys []string, deltas 
 	return &origin.CellErrors{Failed: failed}
 }
 
-// mergeGroups returns the result of an Apply whose groups ended with errs:
-// the totals and a [*origin.CellErrors] naming every cell that failed, or,
-// when every group failed as a whole, no total and their errors.
-func mergeGroups(groups []group, errs []error, totals []origin.Total) ([]origin.Total, error) {
+// mergeGroups returns the result of an Apply (or a LoadMany: op names
+// it) whose groups ended with errs: the totals and a [*origin.CellErrors]
+// naming every cell that failed, or, when every group failed as a whole,
+// no total and their errors.
+func mergeGroups[T any](op Op, groups []group, errs []error, totals []T) ([]T, error) {
 	failed := map[int]error{}
 	var whole []error
 	for gi, err := range errs {
@@ -156,9 +157,9 @@ func mergeGroups(groups []group, errs []error, totals []origin.Total) ([]origin.
 	}
 	switch {
 	case len(whole) == len(groups):
-		return nil, fmt.Errorf("redis: apply: every master failed: %w", errors.Join(whole...))
+		return nil, fmt.Errorf("redis: %s: every master failed: %w", op, errors.Join(whole...))
 	case len(failed) > 0:
-		return totals, fmt.Errorf("redis: apply: %w", &origin.CellErrors{Failed: failed})
+		return totals, fmt.Errorf("redis: %s: %w", op, &origin.CellErrors{Failed: failed})
 	default:
 		return totals, nil
 	}

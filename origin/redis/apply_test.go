@@ -37,7 +37,7 @@ func TestMergeGroups(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			totals := []origin.Total{{Count: 10}, {Count: 11}, {Count: 12}, {Count: 13}, {Count: 14}}
-			got, err := mergeGroups(groups, tc.errs, totals)
+			got, err := mergeGroups(OpApply, groups, tc.errs, totals)
 			if tc.wantWhole {
 				var cells *origin.CellErrors
 				if got != nil || err == nil || errors.As(err, &cells) || !errors.Is(err, origin.ErrUnavailable) {

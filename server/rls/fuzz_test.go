@@ -39,7 +39,7 @@ func FuzzParse(f *testing.F) {
 		if len(rs.Domains()) != 1 {
 			t.Fatalf("domains = %q, want one", rs.Domains())
 		}
-		root := rs.domains[rs.Domains()[0]]
+		root := rs.domains[rs.Domains()[0]].root
 		for _, es := range [][]entry{{{"a", "b"}}, {{"a", "b"}, {"c", "d"}}, {{"key", "value*"}}} {
 			root.match(es)
 		}

@@ -82,8 +82,8 @@ func TestMatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got *rule
-			if root := examples.domains[tt.domain]; root != nil {
-				got = root.match(entries(tt.entries))
+			if dom := examples.domains[tt.domain]; dom != nil {
+				got = dom.root.match(entries(tt.entries))
 			}
 			if describe(got) != tt.want {
 				t.Errorf("match(%s, %s) = %q, want %q", tt.domain, tt.entries, describe(got), tt.want)
@@ -145,7 +145,7 @@ descriptors:
 	}
 	for _, tt := range tests {
 		t.Run(tt.entries, func(t *testing.T) {
-			if got := describe(rs.domains["d"].match(entries(tt.entries))); got != tt.want {
+			if got := describe(rs.domains["d"].root.match(entries(tt.entries))); got != tt.want {
 				t.Errorf("match(%s) = %q, want %q", tt.entries, got, tt.want)
 			}
 		})

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,7 +82,8 @@ const (
 var ErrInvalidRequest = errors.New("rls: invalid request")
 
 // Limiter decides rate-limit requests and counts reported usage;
-// *sluice.Limiter implements it.
+// *sluice.Limiter implements it. RatelimitMany and ReportMany must not
+// keep rs once they return: the service reuses it for its next call.
 type Limiter interface {
 	Ratelimit(ctx context.Context, r sluice.Request) (sluice.Response, error)
 	RatelimitMany(ctx context.Context, rs []sluice.Request) ([]sluice.Response, error)
@@ -270,18 +272,20 @@ func (e unavailable) Unwrap() []error { return []error{errUnavailable, e.cause} 
 // CodeInvalidArgument for a malformed request, CodeUnavailable when the
 // limiter fails. A denial is a response with overall_code OVER_LIMIT.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	rules := s.rules.Load()
+	dom := s.rules.Load().domains[req.GetDomain()] // nil: not configured
 	label := ""
-	if rules.domains[req.GetDomain()] != nil {
+	if dom != nil {
 		label = req.GetDomain()
 	}
-	checks, err := rules.checks(req)
-	if err != nil {
+	c := getCall()
+	defer c.put()
+	if err := dom.checks(req, c); err != nil {
 		s.cfg.Observer.Decided(label, OutcomeInvalid)
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 	}
-	now := time.UnixMilli(s.cfg.Clock().UnixMilli()) // the limiter's resolution
-	res, outcome, err := s.decide(ctx, req.GetDomain(), checks, now)
+	c.domain, c.workspace = req.GetDomain(), dom.workspaceOf(req.GetDomain())
+	c.now = time.UnixMilli(s.cfg.Clock().UnixMilli()) // the limiter's resolution
+	res, outcome, err := s.decide(ctx, c)
 	if err != nil {
 		if errors.Is(err, sluice.ErrInvalidRequest) {
 			s.cfg.Observer.Decided(label, OutcomeInvalid)
@@ -295,43 +299,58 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return res, nil
 }
 
-// check is one descriptor of a request: its counter and the rule that
-// limits it (nil: none).
+// check is one descriptor of a request: its counter, the rule that
+// limits it (nil: none) and how the call decides it (see planOf).
 type check struct {
 	rule *rule
 	id   string // the counter identifier
 	cost int64
+	kind kind
 }
 
-// checks validates req and finds the rule of each descriptor.
-func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
+// kind is how a call decides one of its checks.
+type kind uint8
+
+const (
+	settled  kind = iota // answered without the limiter: no rule, or unlimited
+	enforced             // in the call's all-or-nothing batch
+	shadow               // decided alone, never denies the call
+	reported             // counted with ReportMany, never denied
+)
+
+// checks validates req, a call to domain d (nil: a domain not
+// configured), and fills c.checks with the rule of each descriptor.
+func (d *domain) checks(req *rlsv3.RateLimitRequest, c *call) error {
 	switch n := len(req.GetDescriptors()); {
 	case req.GetDomain() == "":
-		return nil, errors.New("domain is empty")
+		return errors.New("domain is empty")
 	case len(req.GetDomain()) > MaxDomainBytes:
-		return nil, fmt.Errorf("domain is %d bytes, over the cap of %d", len(req.GetDomain()), MaxDomainBytes)
+		return fmt.Errorf("domain is %d bytes, over the cap of %d", len(req.GetDomain()), MaxDomainBytes)
 	case n == 0:
-		return nil, errors.New("descriptors are empty")
+		return errors.New("descriptors are empty")
 	case n > MaxDescriptors:
-		return nil, fmt.Errorf("%d descriptors, over the cap of %d per call", n, MaxDescriptors)
+		return fmt.Errorf("%d descriptors, over the cap of %d per call", n, MaxDescriptors)
 	}
-	root := rs.domains[req.GetDomain()]
-	limits := rs.limits[req.GetDomain()]
-	checks := make([]check, len(req.GetDescriptors()))
-	replaced := make(map[string]bool)
-	for i, d := range req.GetDescriptors() {
-		entries, err := entriesOf(d)
+	var root *node
+	limits := false
+	if d != nil {
+		root, limits = d.root, d.limits
+	}
+	var buf [MaxEntries]entry
+	replaced := false
+	for i, desc := range req.GetDescriptors() {
+		entries, err := entriesOf(desc, buf[:0])
 		if err != nil {
-			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+			return fmt.Errorf("descriptor %d: %w", i, err)
 		}
-		c := check{id: identifier(entries)}
-		if c.cost, err = cost(req, d); err != nil {
-			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+		ch := check{id: identifier(entries)}
+		if ch.cost, err = cost(req, desc); err != nil {
+			return fmt.Errorf("descriptor %d: %w", i, err)
 		}
 		var override *rule
-		if d.GetLimit() != nil && limits {
-			if override, err = overrideRule(d.GetLimit()); err != nil {
-				return nil, fmt.Errorf("descriptor %d: limit: %w", i, err)
+		if desc.GetLimit() != nil && limits {
+			if override, err = overrideRule(desc.GetLimit()); err != nil {
+				return fmt.Errorf("descriptor %d: limit: %w", i, err)
 			}
 		}
 		switch {
@@ -342,35 +361,48 @@ func (rs *Ruleset) checks(req *rlsv3.RateLimitRequest) ([]check, error) {
 			if r := root.match(entries); r != nil && r.report {
 				override.report = true
 			}
-			c.rule = override
+			ch.rule = override
 		default:
-			c.rule = root.match(entries)
+			ch.rule = root.match(entries)
 		}
+		replaced = replaced || ch.rule != nil && len(ch.rule.replaces) > 0
+		c.checks = append(c.checks, ch)
+	}
+	if replaced {
+		unreplaced(c.checks)
+	}
+	return nil
+}
+
+// unreplaced drops the rule of every limited check whose rule another
+// check's rule replaces.
+func unreplaced(checks []check) {
+	replaced := make(map[string]bool)
+	for _, c := range checks {
 		if c.rule != nil {
 			for _, name := range c.rule.replaces {
 				replaced[name] = true
 			}
 		}
-		checks[i] = c
 	}
 	for i, c := range checks {
 		if c.rule != nil && !c.rule.unlimited && c.rule.name != "" && replaced[c.rule.name] {
 			checks[i].rule = nil
 		}
 	}
-	return checks, nil
 }
 
-// entriesOf returns the entries of d, which must be a list of 1 to
-// MaxEntries entries whose keys and values are 1 to MaxEntryBytes long.
-func entriesOf(d *ratelimitv3.RateLimitDescriptor) ([]entry, error) {
+// entriesOf appends the entries of d to buf and returns them; d must be a
+// list of 1 to MaxEntries entries whose keys and values are 1 to
+// MaxEntryBytes long.
+func entriesOf(d *ratelimitv3.RateLimitDescriptor, buf []entry) ([]entry, error) {
 	switch n := len(d.GetEntries()); {
 	case n == 0:
 		return nil, errors.New("entries are empty")
 	case n > MaxEntries:
 		return nil, fmt.Errorf("%d entries, over the cap of %d per descriptor", n, MaxEntries)
 	}
-	entries := make([]entry, len(d.GetEntries()))
+	entries := buf
 	for i, e := range d.GetEntries() {
 		switch {
 		case e.GetKey() == "":
@@ -382,7 +414,7 @@ func entriesOf(d *ratelimitv3.RateLimitDescriptor) ([]entry, error) {
 		case len(e.GetValue()) > MaxEntryBytes:
 			return nil, fmt.Errorf("entry %d (%q): value is %d bytes, over the cap of %d", i, e.GetKey(), len(e.GetValue()), MaxEntryBytes)
 		}
-		entries[i] = entry{e.GetKey(), e.GetValue()}
+		entries = append(entries, entry{e.GetKey(), e.GetValue()})
 	}
 	return entries, nil
 }
@@ -454,30 +486,37 @@ func decimalDigits(n int) int {
 	return d
 }
 
-// plan sorts the checks of a call: the statuses settled without the
-// limiter (no rule, unlimited), and the indexes of the enforced, shadow
-// and reported checks.
+// plan sorts the checks of a call: it sets each one's kind, and counts
+// the enforced, shadow and reported ones.
 type plan struct {
-	statuses                  []*rlsv3.RateLimitResponse_DescriptorStatus
-	enforced, shadow, reports []int
+	enforced, shadow, reports int
 }
 
-// planOf sorts checks. A check of a report rule that spends nothing is
-// enforced: it asks whether the limit is spent, as a peek.
-func planOf(checks []check) plan {
-	p := plan{statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
-	for i, c := range checks {
+// planOf sorts c's checks and makes the answer's statuses, filling those
+// settled without the limiter (no rule, unlimited). A check of a report
+// rule that spends nothing is enforced: it asks whether the limit is
+// spent, as a peek.
+func planOf(c *call) plan {
+	var p plan
+	c.resp, c.statuses = newAnswer(len(c.checks))
+	for i := range c.checks {
+		ch := &c.checks[i]
 		switch {
-		case c.rule == nil:
-			p.statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		case c.rule.unlimited:
-			p.statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
-		case c.rule.report && c.cost > 0:
-			p.reports = append(p.reports, i)
-		case c.rule.shadow:
-			p.shadow = append(p.shadow, i)
+		case ch.rule == nil:
+			ch.kind = settled
+			c.statuses[i].status.Code = rlsv3.RateLimitResponse_OK
+		case ch.rule.unlimited:
+			ch.kind = settled
+			c.statuses[i].status.Code, c.statuses[i].status.LimitRemaining = rlsv3.RateLimitResponse_OK, math.MaxUint32
+		case ch.rule.report && ch.cost > 0:
+			ch.kind = reported
+			p.reports++
+		case ch.rule.shadow:
+			ch.kind = shadow
+			p.shadow++
 		default:
-			p.enforced = append(p.enforced, i)
+			ch.kind = enforced
+			p.enforced++
 		}
 	}
 	return p
@@ -485,22 +524,59 @@ func planOf(checks []check) plan {
 
 // calls returns how many limiter calls the plan makes.
 func (p *plan) calls() int {
-	n := len(p.shadow)
-	if len(p.enforced) > 0 {
+	n := p.shadow
+	if p.enforced > 0 {
 		n++
 	}
-	if len(p.reports) > 0 {
+	if p.reports > 0 {
 		n++
 	}
 	return n
 }
 
-// call is one ShouldRateLimit call being decided: its domain, its time
-// and its checks.
+// call is one ShouldRateLimit call being decided: its domain, its time,
+// its checks, the answer being built and the buffer of its limiter
+// requests. Calls are pooled: put clears one, so that the pool holds no
+// request's strings and no answer.
 type call struct {
 	domain, workspace string
 	now               time.Time
 	checks            []check
+	batch             []sluice.Request
+	resp              *rlsv3.RateLimitResponse
+	statuses          []statusWithReset // the answer's, in the order of checks
+}
+
+// maxPooledCall is the most checks of a call put back in the pool: the
+// buffers of a call of MaxDescriptors are kept.
+const maxPooledCall = MaxDescriptors
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// getCall returns an empty call from the pool.
+func getCall() *call { return callPool.Get().(*call) }
+
+// put clears c and returns it to the pool.
+func (c *call) put() {
+	if cap(c.checks) > maxPooledCall || cap(c.batch) > maxPooledCall {
+		return
+	}
+	clear(c.checks)
+	clear(c.batch)
+	*c = call{checks: c.checks[:0], batch: c.batch[:0]}
+	callPool.Put(c)
+}
+
+// requests returns the limiter's requests of the checks of kind k, in
+// order, in c's buffer: valid until the next call of requests.
+func (c *call) requests(k kind) []sluice.Request {
+	c.batch = c.batch[:0]
+	for i := range c.checks {
+		if c.checks[i].kind == k {
+			c.batch = append(c.batch, c.request(i, c.checks[i].cost))
+		}
+	}
+	return c.batch
 }
 
 // request is the limiter's request for check i spending cost.
@@ -512,16 +588,15 @@ func (c *call) request(i int, cost int64) sluice.Request {
 	}
 }
 
-// decide asks the limiter about every limited check at time now. The
-// reports are counted first, whatever the rest does: that usage has been
-// spent already. The enforced checks are one all-or-nothing batch; shadow
+// decide asks the limiter about every limited check of c. The reports
+// are counted first, whatever the rest does: that usage has been spent
+// already. The enforced checks are one all-or-nothing batch; shadow
 // checks are decided one by one after it, spending only when the batch
 // passed (a denied call spends nothing anywhere) and never denying the
 // call. With several limiter calls, they share one deadline
 // (Config.OriginTimeout).
-func (s *Service) decide(ctx context.Context, domain string, checks []check, now time.Time) (*rlsv3.RateLimitResponse, Outcome, error) {
-	p := planOf(checks)
-	c := &call{domain: domain, workspace: WorkspaceOf(domain), now: now, checks: checks}
+func (s *Service) decide(ctx context.Context, c *call) (*rlsv3.RateLimitResponse, Outcome, error) {
+	p := planOf(c)
 	if p.calls() > 1 {
 		// Several decisions: one deadline for all their origin waits.
 		var cancel context.CancelFunc
@@ -536,8 +611,11 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 		return nil, "", err
 	}
 	shadowDenied := false
-	for _, i := range p.shadow {
-		cost := checks[i].cost
+	for i := range c.checks {
+		if c.checks[i].kind != shadow {
+			continue
+		}
+		cost := c.checks[i].cost
 		if !passed {
 			cost = 0 // peek: a denied call spends nothing
 		}
@@ -545,33 +623,31 @@ func (s *Service) decide(ctx context.Context, domain string, checks []check, now
 		if err != nil {
 			return nil, "", err
 		}
-		p.statuses[i] = descriptorStatus(checks[i].rule, res, now, true)
+		c.status(i, res, true)
 		shadowDenied = shadowDenied || !res.Success
 	}
 
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: p.statuses}
+	resp := c.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	switch {
 	case !passed:
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		return resp, OutcomeOverLimit, nil
 	case shadowDenied:
 		return resp, OutcomeShadowOverLimit, nil
-	case len(p.reports) > 0 && len(p.enforced) == 0 && len(p.shadow) == 0:
+	case p.reports > 0 && p.enforced == 0 && p.shadow == 0:
 		return resp, OutcomeReported, nil
 	}
 	return resp, OutcomeOK, nil
 }
 
-// report counts the reported checks of p with one ReportMany and sets
+// report counts the reported checks of c with one ReportMany and sets
 // their statuses: OK, with what remains after them.
 func (s *Service) report(ctx context.Context, c *call, p *plan) error {
-	if len(p.reports) == 0 {
+	if p.reports == 0 {
 		return nil
 	}
-	batch := make([]sluice.Request, len(p.reports))
-	for j, i := range p.reports {
-		batch[j] = c.request(i, c.checks[i].cost)
-	}
+	batch := c.requests(reported)
 	out, err := s.cfg.Limiter.ReportMany(ctx, batch)
 	if err == nil && len(out) != len(batch) {
 		err = fmt.Errorf("limiter answered %d of %d reports", len(out), len(batch))
@@ -579,23 +655,24 @@ func (s *Service) report(ctx context.Context, c *call, p *plan) error {
 	if err != nil {
 		return err
 	}
-	for j, i := range p.reports {
-		p.statuses[i] = descriptorStatus(c.checks[i].rule, out[j], c.now, true)
+	j := 0
+	for i := range c.checks {
+		if c.checks[i].kind == reported {
+			c.status(i, out[j], true)
+			j++
+		}
 	}
 	return nil
 }
 
-// enforce decides the enforced checks of p all-or-nothing with one
+// enforce decides the enforced checks of c all-or-nothing with one
 // RatelimitMany, sets their statuses and records them, and reports
 // whether the batch passed (true without enforced checks).
 func (s *Service) enforce(ctx context.Context, c *call, p *plan) (bool, error) {
-	if len(p.enforced) == 0 {
+	if p.enforced == 0 {
 		return true, nil
 	}
-	batch := make([]sluice.Request, len(p.enforced))
-	for j, i := range p.enforced {
-		batch[j] = c.request(i, c.checks[i].cost)
-	}
+	batch := c.requests(enforced)
 	out, err := s.cfg.Limiter.RatelimitMany(ctx, batch)
 	if err == nil && len(out) != len(batch) {
 		err = fmt.Errorf("limiter answered %d of %d requests", len(out), len(batch))
@@ -604,30 +681,35 @@ func (s *Service) enforce(ctx context.Context, c *call, p *plan) (bool, error) {
 		return false, err
 	}
 	passed := true
-	for j, i := range p.enforced {
-		p.statuses[i] = descriptorStatus(c.checks[i].rule, out[j], c.now, out[j].Success)
+	j := 0
+	for i := range c.checks {
+		if c.checks[i].kind != enforced {
+			continue
+		}
+		c.status(i, out[j], out[j].Success)
 		passed = passed && out[j].Success
 		if rec := s.cfg.Recorder; rec != nil {
-			rec.Record(batch[j].Workspace, c.domain, c.checks[i].id, out[j].Success, c.now)
+			rec.Record(c.workspace, c.domain, c.checks[i].id, out[j].Success, c.now)
 		}
+		j++
 	}
 	return passed, nil
 }
 
-// descriptorStatus is the status of a decision on rule r at time now.
-func descriptorStatus(r *rule, res sluice.Response, now time.Time, ok bool) *rlsv3.RateLimitResponse_DescriptorStatus {
-	sd := &statusWithReset{}
-	reset := max(res.Reset.Sub(now), 0)
+// status sets the status of check i after the decision res (ok: OK, else
+// OVER_LIMIT) on its rule.
+func (c *call) status(i int, res sluice.Response, ok bool) {
+	sd := &c.statuses[i]
+	reset := max(res.Reset.Sub(c.now), 0)
 	sd.reset.Seconds, sd.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second)
 	st := &sd.status
 	st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-	st.CurrentLimit = r.currentLimit()
+	st.CurrentLimit = c.checks[i].rule.currentLimit()
 	st.LimitRemaining = uint32(min(max(res.Remaining, 0), math.MaxUint32))
 	st.DurationUntilReset = &sd.reset
 	if ok {
 		st.Code = rlsv3.RateLimitResponse_OK
 	}
-	return st
 }
 
 // statusWithReset allocates a descriptor status and its time to reset
@@ -635,4 +717,48 @@ func descriptorStatus(r *rule, res sluice.Response, now time.Time, ok bool) *rls
 type statusWithReset struct {
 	status rlsv3.RateLimitResponse_DescriptorStatus
 	reset  durationpb.Duration
+}
+
+// An answer of up to answerStatuses statuses is one allocation: the
+// response, its statuses and their times to reset.
+const answerStatuses = 4
+
+// answer holds a response of 2 to answerStatuses statuses, answer1 one
+// of one status.
+type (
+	answer struct {
+		resp     rlsv3.RateLimitResponse
+		ptrs     [answerStatuses]*rlsv3.RateLimitResponse_DescriptorStatus
+		statuses [answerStatuses]statusWithReset
+	}
+	answer1 struct {
+		resp     rlsv3.RateLimitResponse
+		ptrs     [1]*rlsv3.RateLimitResponse_DescriptorStatus
+		statuses [1]statusWithReset
+	}
+)
+
+// newAnswer returns an empty response whose Statuses are the n statuses
+// returned beside it (to be filled in place), allocated together when n
+// is at most answerStatuses.
+func newAnswer(n int) (*rlsv3.RateLimitResponse, []statusWithReset) {
+	var ptrs []*rlsv3.RateLimitResponse_DescriptorStatus
+	var statuses []statusWithReset
+	var resp *rlsv3.RateLimitResponse
+	switch {
+	case n == 1:
+		a := new(answer1)
+		resp, ptrs, statuses = &a.resp, a.ptrs[:], a.statuses[:]
+	case n <= answerStatuses:
+		a := new(answer)
+		resp, ptrs, statuses = &a.resp, a.ptrs[:n], a.statuses[:n]
+	default:
+		resp = new(rlsv3.RateLimitResponse)
+		ptrs, statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n), make([]statusWithReset, n)
+	}
+	for i := range ptrs {
+		ptrs[i] = &statuses[i].status
+	}
+	resp.Statuses = ptrs
+	return resp, statuses
 }

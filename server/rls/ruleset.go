@@ -27,11 +27,32 @@ var ErrInvalidConfig = errors.New("rls: invalid config")
 // or [Parse]; the zero Ruleset configures no domain, so every descriptor is
 // answered OK.
 type Ruleset struct {
-	domains map[string]*node
-	// limits holds the domains whose file sets allow_descriptor_limits:
+	domains map[string]*domain
+}
+
+// domain is the configuration of one domain.
+type domain struct {
+	root *node // its descriptor tree
+	// limits is set when the domain's file sets allow_descriptor_limits:
 	// a descriptor's own limit (RateLimitDescriptor.limit) applies there,
 	// and is ignored everywhere else.
-	limits map[string]bool
+	limits bool
+	// workspace is the domain's [WorkspaceOf], made once.
+	workspace string
+}
+
+// workspaceOf returns the workspace of the counters of d, named name (d
+// nil: a domain not configured).
+func (d *domain) workspaceOf(name string) string {
+	if d == nil {
+		return WorkspaceOf(name)
+	}
+	return d.workspace
+}
+
+// newDomain returns the domain of a file f whose tree is root.
+func newDomain(f domainFile, root *node) *domain {
+	return &domain{root: root, limits: f.AllowDescriptorLimits, workspace: WorkspaceOf(f.Domain)}
 }
 
 // node is one level of a domain's descriptor tree: the rule configured at
@@ -149,7 +170,7 @@ func Load(path string) (*Ruleset, error) {
 			return nil, err
 		}
 	}
-	rs := &Ruleset{domains: make(map[string]*node), limits: make(map[string]bool)}
+	rs := &Ruleset{domains: make(map[string]*domain)}
 	origin := make(map[string]string) // domain -> file
 	for _, name := range files {
 		data, err := os.ReadFile(name)
@@ -165,8 +186,7 @@ func Load(path string) (*Ruleset, error) {
 			return nil, fmt.Errorf("%w: %s: duplicate domain %q (also in %s)", ErrInvalidConfig, name, domain, first)
 		}
 		origin[domain] = name
-		rs.domains[domain] = root
-		rs.limits[domain] = f.AllowDescriptorLimits
+		rs.domains[domain] = newDomain(f, root)
 	}
 	return rs, nil
 }
@@ -206,7 +226,7 @@ func Parse(name string, data []byte) (*Ruleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ruleset{domains: map[string]*node{f.Domain: root}, limits: map[string]bool{f.Domain: f.AllowDescriptorLimits}}, nil
+	return &Ruleset{domains: map[string]*domain{f.Domain: newDomain(f, root)}}, nil
 }
 
 // Domains returns the configured domains in sorted order.

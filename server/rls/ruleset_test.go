@@ -160,7 +160,7 @@ func TestParseRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := rs.domains["d"].match([]entry{{"k", "v"}})
+			got := rs.domains["d"].root.match([]entry{{"k", "v"}})
 			if got == nil {
 				t.Fatal("no rule")
 			}

@@ -12,6 +12,9 @@
 #   C sluice-redis sluice serve --rls-addr --redis-url $REDIS
 #   D ratelimit    envoyproxy/ratelimit on $REDIS, if RATELIMIT_BIN is set
 #   E gubernator   gubernator's native GetRateLimits, if GUBERNATOR_BIN is set
+#   F sluice-base, G sluice-base-redis: B and C served by the sluice binary
+#                  BASE_SLUICE_BIN, if set (another commit's, for a before
+#                  and after in one run)
 #
 # Every server gets the rules of tools/rlsload/rls (gubernator: the same
 # limits carried by each request). The peers are not built here: see
@@ -19,6 +22,7 @@
 # clients (default both: rlsload rlsload-gzip).
 #
 #   DUR=8s ROUNDS=2 RATELIMIT_BIN=/path/ratelimit GUBERNATOR_BIN=/path/gubernator tools/rlsload/compare.sh
+#   BASE_SLUICE_BIN=/tmp/sluice-before tools/rlsload/compare.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DUR=${DUR:-5s}
@@ -45,6 +49,16 @@ mkdir "$bin/redis-data"
 "$bin/sluice" serve --http-addr 127.0.0.1:18090 --admin-addr 127.0.0.1:0 --data-dir "$bin/redis-data" \
   --redis-url "redis://$REDIS/0" --rls-config tools/rlsload/rls --rls-addr 127.0.0.1:18091 --log-level error &
 pids+=($!) addr[sluice-redis]=127.0.0.1:18091 pid[sluice-redis]=$! extra[sluice-redis]="-redis-pid $redis_pid"
+if [[ -n ${BASE_SLUICE_BIN:-} ]]; then
+  mkdir "$bin/base-data" "$bin/base-redis-data"
+  "$BASE_SLUICE_BIN" serve --http-addr 127.0.0.1:18100 --admin-addr 127.0.0.1:0 --data-dir "$bin/base-data" \
+    --rls-config tools/rlsload/rls --rls-addr 127.0.0.1:18101 --log-level error &
+  pids+=($!) addr[sluice-base]=127.0.0.1:18101 pid[sluice-base]=$!
+  "$BASE_SLUICE_BIN" serve --http-addr 127.0.0.1:18110 --admin-addr 127.0.0.1:0 --data-dir "$bin/base-redis-data" \
+    --redis-url "redis://$REDIS/0" --rls-config tools/rlsload/rls --rls-addr 127.0.0.1:18111 --log-level error &
+  pids+=($!) addr[sluice-base-redis]=127.0.0.1:18111 pid[sluice-base-redis]=$! extra[sluice-base-redis]="-redis-pid $redis_pid"
+  targets+=(sluice-base sluice-base-redis)
+fi
 if [[ -n ${RATELIMIT_BIN:-} ]]; then
   mkdir -p "$bin/runtime/ratelimit/config"
   cp tools/rlsload/rls/*.yaml "$bin/runtime/ratelimit/config/"
