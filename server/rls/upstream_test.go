@@ -29,7 +29,7 @@ import (
 //     other's remaining count is upstream's expectation with
 //     StopCacheKeyIncrementWhenOverlimit set: Sluice decides a call's
 //     descriptors all-or-nothing, so a denied call spends nothing on the
-//     others (docs/envoy-rls.md).
+//     others (docs/reference/rls-config.md).
 //   - The clock is fixed on a whole second and moved 2 s where upstream
 //     sleeps 2 s: upstream's durations until reset are whole seconds, and
 //     its expectations copy only their seconds.
