@@ -2,10 +2,12 @@ package sluice_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/global"
 	globalmemory "github.com/sluicehq/sluice/global/memory"
 	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin/memory"
@@ -88,5 +90,92 @@ func TestLeaderFailsOver(t *testing.T) {
 	round(a1, a2, b) // a1 comes back: it has lost the lease and runs no round of a's
 	if seen[0].leader || !seen[1].leader || seen[0].rounds != a1Rounds+1 {
 		t.Fatalf("a1 back: leader %v, a2 leader %v; want a2 alone", seen[0].leader, seen[1].leader)
+	}
+}
+
+// failingPublish is a global store whose Publish fails while fail is set.
+type failingPublish struct {
+	global.Store
+	fail atomic.Bool
+}
+
+func (s *failingPublish) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
+	if s.fail.Load() {
+		return global.ErrUnavailable
+	}
+	return s.Store.Publish(ctx, region, counts, now)
+}
+
+// TestLeaderHandsBackWhatItTook: region a's leader a1 takes a count a2
+// nominated and cannot write it (its store fails), then stalls; a2 takes
+// the lease. When a1 comes back and learns it lost the lease, it hands the
+// count back as a nomination, a2 writes it, once, and region b sees it. (a2
+// nominates a count once: without the hand-back, b would not see it until
+// it grew.)
+func TestLeaderHandsBackWhatItTook(t *testing.T) {
+	const interval, limit, d = time.Second, 100, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(5000*d.Milliseconds() + 1000)
+	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
+	a1Store := &failingPublish{Store: store}
+	shared := memory.New(clock.now)
+	seen := []*leaderSeen{{}, {}, {}}
+	var nodes []drivenNode
+	for i, region := range []string{"a", "a", "b"} {
+		var s global.Store = store
+		if i == 0 {
+			s = a1Store
+		}
+		cfg := sluice.Config{Region: region, Clock: clock.now, Observer: seen[i],
+			Global: &sluice.GlobalConfig{Store: s, Interval: interval}}
+		if region == "a" {
+			cfg.Origin = shared
+		}
+		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
+		nodes = append(nodes, drivenNode{l, h})
+	}
+	a1, a2, b := nodes[0], nodes[1], nodes[2]
+	ctx := context.Background()
+	round := func(ns ...drivenNode) {
+		t.Helper()
+		clock.advance(interval / drive.RoundsPerInterval)
+		for _, n := range ns {
+			_ = n.SyncGlobal(ctx)
+		}
+	}
+	seenByB := func() int64 {
+		t.Helper()
+		res, _ := b.Ratelimit(ctx, req("busy", limit, 0, d, time.Time{}))
+		return res.Current
+	}
+	round(a1, a2, b)
+	if !seen[0].leader {
+		t.Fatal("a1 does not lead after the first round")
+	}
+	a1Store.fail.Store(true)
+	if res, _ := a2.Ratelimit(ctx, req("busy", limit, 60, d, time.Time{})); !res.Success {
+		t.Fatal("denied 60")
+	}
+	a2.Flush()
+	for range 3 { // a2 nominates the count; a1 takes it and fails to write it
+		round(a1, a2, b)
+	}
+	if n := store.of("a"); n != 0 || seenByB() != 0 {
+		t.Fatalf("a wrote %d rows and b sees %d while a1's store fails; want none", n, seenByB())
+	}
+	for range 2 * drive.RoundsPerInterval { // a1 stalls
+		round(a2, b)
+		if seen[1].leader {
+			break
+		}
+	}
+	if !seen[1].leader {
+		t.Fatal("a2 did not take over within two intervals")
+	}
+	for range 3 { // a1 comes back: it hands the count back, a2 writes it
+		round(a1, a2, b)
+	}
+	if got, n := seenByB(), store.of("a"); got != 60 || n != 1 {
+		t.Fatalf("after the hand-back: b sees %d, a wrote %d rows; want 60 and 1", got, n)
 	}
 }
