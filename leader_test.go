@@ -179,3 +179,80 @@ func TestLeaderHandsBackWhatItTook(t *testing.T) {
 		t.Fatalf("after the hand-back: b sees %d, a wrote %d rows; want 60 and 1", got, n)
 	}
 }
+
+// pullSpy is a global store that records the cursor of each Pull and the
+// cursor each returned.
+type pullSpy struct {
+	global.Store
+	from, next []global.Cursor
+}
+
+func (s *pullSpy) PullWithDenials(ctx context.Context, region string, cursor, denialCursor global.Cursor, now, activeFor int64) (global.Pull, []global.Denial, global.Cursor, error) {
+	p, ds, dc, err := s.Store.(global.PullerWithDenials).PullWithDenials(ctx, region, cursor, denialCursor, now, activeFor)
+	s.from, s.next = append(s.from, cursor), append(s.next, p.Next)
+	return p, ds, dc, err
+}
+
+// TestLeaderTakesTheLeaseCursors: a node that takes its region's lease back
+// after another node held it (the fence changed) goes on from the cursors
+// the other stored in the lease, not from its own (it fails if lead keeps
+// them).
+func TestLeaderTakesTheLeaseCursors(t *testing.T) {
+	const interval, d = time.Second, 10 * time.Minute
+	clock := &virtualClock{}
+	clock.set(5000*d.Milliseconds() + 1000)
+	store := globalmemory.New()
+	spies := []*pullSpy{{Store: store}, {Store: store}}
+	shared := memory.New(clock.now)
+	var nodes []drivenNode
+	for i := range 2 {
+		cfg := sluice.Config{Region: "a", Clock: clock.now, Origin: shared,
+			Global: &sluice.GlobalConfig{Store: spies[i], Interval: interval}}
+		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
+		nodes = append(nodes, drivenNode{l, h})
+	}
+	l, h := newDriven(t, sluice.Config{Region: "b", Clock: clock.now, Global: &sluice.GlobalConfig{Store: store, Interval: interval}},
+		drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
+	other := drivenNode{l, h}
+	ctx := context.Background()
+	rounds := func(n int, ns ...drivenNode) {
+		t.Helper()
+		for range n {
+			clock.advance(interval / drive.RoundsPerInterval)
+			for _, x := range ns {
+				_ = x.SyncGlobal(ctx)
+			}
+		}
+	}
+	write := func() { // region b spends a fifth of a limit: it publishes, and cursors move
+		t.Helper()
+		if res, _ := other.Ratelimit(ctx, req("moving", 1000, 200, d, time.Time{})); !res.Success {
+			t.Fatal("b denied")
+		}
+		other.Flush()
+	}
+	rounds(2, nodes[0], nodes[1], other)               // a1 leads
+	rounds(3*drive.RoundsPerInterval, nodes[1], other) // a1 stalls: a2 takes over
+	for range 4 {
+		write()
+		rounds(1, nodes[1], other) // a2 pulls: its cursor moves on
+	}
+	if len(spies[1].next) == 0 {
+		t.Fatal("a2 never pulled")
+	}
+	// A round renews the lease, storing the cursor of the round before,
+	// then pulls: the lease holds the cursor of a2's last pull but one.
+	stored := spies[1].next[len(spies[1].next)-2]
+	a1Pulls := len(spies[0].from)
+	if own := spies[0].next[a1Pulls-1]; own == stored {
+		t.Fatalf("a2's cursor %d did not move past a1's", stored)
+	}
+	rounds(3*drive.RoundsPerInterval, nodes[0], other) // a2 stalls: a1 takes the lease back
+	if len(spies[0].from) == a1Pulls {
+		t.Fatal("a1 did not pull again after taking the lease back")
+	}
+	if from := spies[0].from[a1Pulls]; from != stored {
+		t.Fatalf("a1's first pull after taking the lease back is from %d, want a2's stored cursor %d (a1's own was %d)",
+			from, stored, spies[0].next[a1Pulls-1])
+	}
+}
