@@ -98,18 +98,19 @@ func (c *cellCollector) read() error {
 }
 
 // cellTotals returns a cell hash's total (field n) and the sum of its
-// writers' shares (every other field but i, the other regions' imported
-// count). An expired cell is empty: 0, 0.
+// writers' shares (every other field but those of the other regions'
+// counts: i, the imported count, s, their sum, and g:<region>, each
+// region's). An expired cell is empty: 0, 0.
 func cellTotals(fields map[string]string) (n, shares int64, err error) {
 	for f, v := range fields {
 		x, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("field %s: %w", f, err)
 		}
-		switch f {
-		case "n":
+		switch {
+		case f == "n":
 			n = x
-		case "i":
+		case f == "i", f == "s", strings.HasPrefix(f, "g:"):
 		default:
 			shares += x
 		}
@@ -298,5 +299,24 @@ func (r *chaosRig) settle() {
 	}
 	for _, c := range r.cells {
 		c.sync(t)
+	}
+}
+
+// TestCellTotals: a cell's writers' shares leave out the fields of the
+// other regions' counts.
+func TestCellTotals(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fields    map[string]string
+		n, shares int64
+	}{
+		{"writers", map[string]string{"n": "5", "00000000000000a1": "2", "00000000000000b2": "3"}, 5, 5},
+		{"imports apart", map[string]string{"n": "5", "00000000000000a1": "5", "i": "20", "s": "20", "g:us": "20"}, 5, 5},
+		{"expired", map[string]string{}, 0, 0},
+	} {
+		n, shares, err := cellTotals(tc.fields)
+		if err != nil || n != tc.n || shares != tc.shares {
+			t.Errorf("%s: %d, %d, %v; want %d, %d", tc.name, n, shares, err, tc.n, tc.shares)
+		}
 	}
 }
