@@ -316,11 +316,13 @@ func repoRoot(t *testing.T) string {
 // #anchor, if any, is the anchor of a heading of that page by GitHub's
 // rules (lowercase, spaces to '-', punctuation but '-' and '_' dropped, a
 // repeated heading suffixed -1, -2…). Links to other sites are not
-// followed. No page cites DESIGN.md or ../shared, which are not part of
-// the documentation.
+// followed. Nor does a page cite, in a link or in its text, a file
+// outside the repository (see citesOutside), which a reader of the
+// repository does not have.
 func TestDocLinks(t *testing.T) {
 	root := repoRoot(t)
 	c := &linkChecker{root: root, anchors: map[string]map[string]bool{}}
+	names := markdownNames(t, root)
 	for _, path := range docPages(t, root) {
 		text, err := os.ReadFile(path)
 		if err != nil {
@@ -332,12 +334,59 @@ func TestDocLinks(t *testing.T) {
 				t.Errorf("%s:%d: (%s): %v", rel, l.line, l.target, err)
 			}
 		}
-		for _, banned := range []string{"DESIGN.md", "../shared"} {
-			if strings.Contains(string(text), banned) {
-				t.Errorf("%s cites %s", rel, banned)
-			}
+		if cited := citesOutside(root, path, string(text), names); cited != "" {
+			t.Errorf("%s cites %s, which is not in the repository", rel, cited)
 		}
 	}
+}
+
+var (
+	// upRe finds a path that climbs folders, in a link or in the text.
+	upRe = regexp.MustCompile(`(?:\.\./)+[\w.-]+`)
+	// mdNameRe finds the name of a Markdown file in the text.
+	mdNameRe = regexp.MustCompile(`[\w./-]*\w\.md\b`)
+)
+
+// citesOutside returns the first path page's text names that is not in
+// the repository at root, or "": a path that climbs above the root, or a
+// Markdown file of which the repository holds no file of that name
+// (names, see markdownNames).
+func citesOutside(root, page, text string, names map[string]bool) string {
+	for _, up := range upRe.FindAllString(text, -1) {
+		rel, err := filepath.Rel(root, filepath.Join(filepath.Dir(page), up))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return up
+		}
+	}
+	for _, name := range mdNameRe.FindAllString(text, -1) {
+		if !names[filepath.Base(name)] {
+			return name
+		}
+	}
+	return ""
+}
+
+// markdownNames returns the base names of the Markdown files in the
+// repository at root.
+func markdownNames(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != root {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") {
+			names[d.Name()] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 // TestDocIndex checks that docs/index.md links to every Markdown page
@@ -409,5 +458,24 @@ func TestDocCheckers(t *testing.T) {
 	blocks, err := docBlocks(page)
 	if err != nil || len(blocks) != 2 || blocks[0].lang != "md" || blocks[1].notRun != "a reason" || blocks[1].code != "exit 1\n" {
 		t.Errorf("docBlocks = %+v, %v", blocks, err)
+	}
+}
+
+// TestCitesOutside checks citesOutside on a page at docs/howto/x.md.
+func TestCitesOutside(t *testing.T) {
+	root := "/repo"
+	page := filepath.Join(root, "docs", "howto", "x.md")
+	names := map[string]bool{"README.md": true, "capacity.md": true}
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"a page of the repository", "see ../explanation/capacity.md and README.md", ""},
+		{"the root, climbed to", "see ../../README.md", ""},
+		{"above the root", "see ../../../elsewhere/notes", "../../../elsewhere"},
+		{"a Markdown file nowhere in the repository", "as PLAN.md says", "PLAN.md"},
+	} {
+		if got := citesOutside(root, page, tc.text, names); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
