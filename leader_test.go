@@ -22,6 +22,48 @@ type leaderSeen struct {
 
 func (o *leaderSeen) GlobalRound(st sluice.GlobalStats) { o.leader, o.rounds = st.Leader, o.rounds+1 }
 
+// leaderRig is region a's two nodes, a1 and a2, on one origin and region
+// b beside them, on a driven clock: each node with its own global store
+// (the same store, or wrappers of it) and its own leaderSeen.
+type leaderRig struct {
+	a1, a2, b drivenNode
+	seen      [3]*leaderSeen
+	clock     *virtualClock
+	interval  time.Duration
+}
+
+// newLeaderRig starts a leaderRig whose nodes a1, a2 and b use stores[0],
+// stores[1] and stores[2], a round every third of interval.
+func newLeaderRig(t *testing.T, interval time.Duration, stores [3]global.Store) *leaderRig {
+	t.Helper()
+	r := &leaderRig{clock: &virtualClock{}, interval: interval, seen: [3]*leaderSeen{{}, {}, {}}}
+	r.clock.set(5000*(10*time.Minute).Milliseconds() + 1000)
+	shared := memory.New(r.clock.now)
+	var nodes [3]drivenNode
+	for i, region := range []string{"a", "a", "b"} {
+		cfg := sluice.Config{Region: region, Clock: r.clock.now, Observer: r.seen[i],
+			Global: &sluice.GlobalConfig{Store: stores[i], Interval: interval}}
+		if region == "a" {
+			cfg.Origin = shared
+		}
+		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
+		nodes[i] = drivenNode{l, h}
+	}
+	r.a1, r.a2, r.b = nodes[0], nodes[1], nodes[2]
+	return r
+}
+
+// rounds runs n rounds on the nodes ns, the clock moving a round ahead
+// before each.
+func (r *leaderRig) rounds(n int, ns ...drivenNode) {
+	for range n {
+		r.clock.advance(r.interval / drive.RoundsPerInterval)
+		for _, x := range ns {
+			_ = x.SyncGlobal(context.Background())
+		}
+	}
+}
+
 // TestLeaderFailsOver runs region a's two nodes on one origin and region b
 // beside them, a round every third of an interval. Only a1, which took the
 // lease first, runs a's rounds and talks to the store. Then a1 stalls (it
@@ -29,30 +71,11 @@ func (o *leaderSeen) GlobalRound(st sluice.GlobalStats) { o.leader, o.rounds = s
 // the cursors a1 stored, and b keeps seeing a's counts, each written once.
 func TestLeaderFailsOver(t *testing.T) {
 	const interval, limit, d = time.Second, 100, 10 * time.Minute
-	clock := &virtualClock{}
-	clock.set(5000*d.Milliseconds() + 1000)
 	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
-	shared := memory.New(clock.now)
-	seen := []*leaderSeen{{}, {}, {}}
-	var nodes []drivenNode
-	for i, region := range []string{"a", "a", "b"} {
-		cfg := sluice.Config{Region: region, Clock: clock.now, Observer: seen[i],
-			Global: &sluice.GlobalConfig{Store: store, Interval: interval}}
-		if region == "a" {
-			cfg.Origin = shared
-		}
-		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
-		nodes = append(nodes, drivenNode{l, h})
-	}
-	a1, a2, b := nodes[0], nodes[1], nodes[2]
+	r := newLeaderRig(t, interval, [3]global.Store{store, store, store})
+	a1, a2, b, seen := r.a1, r.a2, r.b, r.seen
 	ctx := context.Background()
-	round := func(ns ...drivenNode) {
-		t.Helper()
-		clock.advance(interval / drive.RoundsPerInterval)
-		for _, n := range ns {
-			_ = n.SyncGlobal(ctx)
-		}
-	}
+	round := func(ns ...drivenNode) { r.rounds(1, ns...) }
 	round(a1, a2, b)
 	if !seen[0].leader || seen[1].leader || !seen[2].leader {
 		t.Fatalf("leaders after the first round: a1 %v, a2 %v, b %v; want a1 and b", seen[0].leader, seen[1].leader, seen[2].leader)
@@ -114,35 +137,12 @@ func (s *failingPublish) Publish(ctx context.Context, region string, counts []gl
 // it grew.)
 func TestLeaderHandsBackWhatItTook(t *testing.T) {
 	const interval, limit, d = time.Second, 100, 10 * time.Minute
-	clock := &virtualClock{}
-	clock.set(5000*d.Milliseconds() + 1000)
 	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
 	a1Store := &failingPublish{Store: store}
-	shared := memory.New(clock.now)
-	seen := []*leaderSeen{{}, {}, {}}
-	var nodes []drivenNode
-	for i, region := range []string{"a", "a", "b"} {
-		var s global.Store = store
-		if i == 0 {
-			s = a1Store
-		}
-		cfg := sluice.Config{Region: region, Clock: clock.now, Observer: seen[i],
-			Global: &sluice.GlobalConfig{Store: s, Interval: interval}}
-		if region == "a" {
-			cfg.Origin = shared
-		}
-		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
-		nodes = append(nodes, drivenNode{l, h})
-	}
-	a1, a2, b := nodes[0], nodes[1], nodes[2]
+	r := newLeaderRig(t, interval, [3]global.Store{a1Store, store, store})
+	a1, a2, b, seen := r.a1, r.a2, r.b, r.seen
 	ctx := context.Background()
-	round := func(ns ...drivenNode) {
-		t.Helper()
-		clock.advance(interval / drive.RoundsPerInterval)
-		for _, n := range ns {
-			_ = n.SyncGlobal(ctx)
-		}
-	}
+	round := func(ns ...drivenNode) { r.rounds(1, ns...) }
 	seenByB := func() int64 {
 		t.Helper()
 		res, _ := b.Ratelimit(ctx, req("busy", limit, 0, d, time.Time{}))
@@ -199,31 +199,12 @@ func (s *pullSpy) PullWithDenials(ctx context.Context, region string, cursor, de
 // them).
 func TestLeaderTakesTheLeaseCursors(t *testing.T) {
 	const interval, d = time.Second, 10 * time.Minute
-	clock := &virtualClock{}
-	clock.set(5000*d.Milliseconds() + 1000)
 	store := globalmemory.New()
 	spies := []*pullSpy{{Store: store}, {Store: store}}
-	shared := memory.New(clock.now)
-	var nodes []drivenNode
-	for i := range 2 {
-		cfg := sluice.Config{Region: "a", Clock: clock.now, Origin: shared,
-			Global: &sluice.GlobalConfig{Store: spies[i], Interval: interval}}
-		l, h := newDriven(t, cfg, drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
-		nodes = append(nodes, drivenNode{l, h})
-	}
-	l, h := newDriven(t, sluice.Config{Region: "b", Clock: clock.now, Global: &sluice.GlobalConfig{Store: store, Interval: interval}},
-		drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
-	other := drivenNode{l, h}
+	r := newLeaderRig(t, interval, [3]global.Store{spies[0], spies[1], store})
+	nodes, other := []drivenNode{r.a1, r.a2}, r.b
 	ctx := context.Background()
-	rounds := func(n int, ns ...drivenNode) {
-		t.Helper()
-		for range n {
-			clock.advance(interval / drive.RoundsPerInterval)
-			for _, x := range ns {
-				_ = x.SyncGlobal(ctx)
-			}
-		}
-	}
+	rounds := r.rounds
 	write := func() { // region b spends a fifth of a limit: it publishes, and cursors move
 		t.Helper()
 		if res, _ := other.Ratelimit(ctx, req("moving", 1000, 200, d, time.Time{})); !res.Success {
