@@ -2,7 +2,6 @@ package sluice_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,19 +115,6 @@ func TestLeaderFailsOver(t *testing.T) {
 	}
 }
 
-// failingPublish is a global store whose Publish fails while fail is set.
-type failingPublish struct {
-	global.Store
-	fail atomic.Bool
-}
-
-func (s *failingPublish) Publish(ctx context.Context, region string, counts []global.Count, now int64) error {
-	if s.fail.Load() {
-		return global.ErrUnavailable
-	}
-	return s.Store.Publish(ctx, region, counts, now)
-}
-
 // TestLeaderHandsBackWhatItTook: region a's leader a1 takes a count a2
 // nominated and cannot write it (its store fails), then stalls; a2 takes
 // the lease. When a1 comes back and learns it lost the lease, it hands the
@@ -138,7 +124,7 @@ func (s *failingPublish) Publish(ctx context.Context, region string, counts []gl
 func TestLeaderHandsBackWhatItTook(t *testing.T) {
 	const interval, limit, d = time.Second, 100, 10 * time.Minute
 	store := &rowsByRegion{Store: globalmemory.New(), rows: map[string]int{}}
-	a1Store := &failingPublish{Store: store}
+	a1Store := &heldPublishes{Store: store}
 	r := newLeaderRig(t, interval, [3]global.Store{a1Store, store, store})
 	a1, a2, b, seen := r.a1, r.a2, r.b, r.seen
 	ctx := context.Background()
@@ -152,7 +138,7 @@ func TestLeaderHandsBackWhatItTook(t *testing.T) {
 	if !seen[0].leader {
 		t.Fatal("a1 does not lead after the first round")
 	}
-	a1Store.fail.Store(true)
+	a1Store.on.Store(true)
 	if res, _ := a2.Ratelimit(ctx, req("busy", limit, 60, d, time.Time{})); !res.Success {
 		t.Fatal("denied 60")
 	}
