@@ -128,34 +128,17 @@ func publish(t *testing.T, s global.Store, region string, counts ...global.Count
 	}
 }
 
-// imported is what a pull's entries tell a region of one cell: its own
+// Sum is what a pull's entries tell a region of one cell: its own
 // region's entry and the sum of the other regions' entries.
-type imported struct {
+type Sum struct {
 	Cell        origin.Cell
 	Own, Others int64
 }
 
-func pull(t *testing.T, s global.Store, region string, cursor global.Cursor) (map[origin.Cell]imported, global.Pull) {
-	t.Helper()
-	p, err := s.Pull(context.Background(), region, cursor, Now, time.Minute.Milliseconds())
-	if err != nil {
-		t.Fatalf("Pull(%q, %d): %v", region, cursor, err)
-	}
-	return byCell(t, region, p.Entries), p
-}
-
-// byCell sums entries per cell as region sees them, failing t if an entry
-// is reported twice in one pull.
-func byCell(t *testing.T, region string, entries []global.Entry) map[origin.Cell]imported {
-	t.Helper()
-	seen := make(map[global.Entry]bool, len(entries))
-	m := make(map[origin.Cell]imported)
+// Sums returns the entries summed per cell as region sees them (see Sum).
+func Sums(region string, entries []global.Entry) map[origin.Cell]Sum {
+	m := make(map[origin.Cell]Sum)
 	for _, e := range entries {
-		k := global.Entry{Cell: e.Cell, Region: e.Region}
-		if seen[k] {
-			t.Fatalf("entry of %v in region %q reported twice in one pull", e.Cell, e.Region)
-		}
-		seen[k] = true
 		v := m[e.Cell]
 		v.Cell = e.Cell
 		if e.Region == region {
@@ -166,6 +149,33 @@ func byCell(t *testing.T, region string, entries []global.Entry) map[origin.Cell
 		m[e.Cell] = v
 	}
 	return m
+}
+
+// imported is a cell's Sum, as the suite's cases spell it.
+type imported = Sum
+
+func pull(t *testing.T, s global.Store, region string, cursor global.Cursor) (map[origin.Cell]imported, global.Pull) {
+	t.Helper()
+	p, err := s.Pull(context.Background(), region, cursor, Now, time.Minute.Milliseconds())
+	if err != nil {
+		t.Fatalf("Pull(%q, %d): %v", region, cursor, err)
+	}
+	return byCell(t, region, p.Entries), p
+}
+
+// byCell sums entries per cell as region sees them (Sums), failing t if
+// an entry is reported twice in one pull.
+func byCell(t *testing.T, region string, entries []global.Entry) map[origin.Cell]imported {
+	t.Helper()
+	seen := make(map[global.Entry]bool, len(entries))
+	for _, e := range entries {
+		k := global.Entry{Cell: e.Cell, Region: e.Region}
+		if seen[k] {
+			t.Fatalf("entry of %v in region %q reported twice in one pull", e.Cell, e.Region)
+		}
+		seen[k] = true
+	}
+	return Sums(region, entries)
 }
 
 // wantCells fails t unless got holds exactly want.

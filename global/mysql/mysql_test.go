@@ -27,28 +27,8 @@ func TestConformance(t *testing.T) {
 
 var ctx = context.Background()
 
-// view is what a pull's entries tell a region of one cell: its own
-// region's entry and the sum of the other regions'.
-type view struct {
-	Cell        origin.Cell
-	Own, Others int64
-}
-
-// byCell sums entries per cell as region sees them.
-func byCell(region string, entries []global.Entry) map[origin.Cell]view {
-	m := map[origin.Cell]view{}
-	for _, e := range entries {
-		v := m[e.Cell]
-		v.Cell = e.Cell
-		if e.Region == region {
-			v.Own += e.Count
-		} else {
-			v.Others += e.Count
-		}
-		m[e.Cell] = v
-	}
-	return m
-}
+// view is what a pull's entries tell a region of one cell.
+type view = globaltest.Sum
 
 func testCell(id string, seq int64) origin.Cell {
 	return origin.Cell{Key: origin.Key{Workspace: "ws", Namespace: "ns", Identifier: id, Duration: time.Minute}, Sequence: seq}

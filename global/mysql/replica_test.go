@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/global/globaltest"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -379,7 +380,7 @@ func pulled(t *testing.T, s *Store, region string) map[origin.Cell]view {
 	t.Helper()
 	pl, err := s.Pull(ctx, region, 0, now, 60_000)
 	must(t, err)
-	return byCell(region, pl.Entries)
+	return globaltest.Sums(region, pl.Entries)
 }
 
 // testReplicaRoutes: a store with a read replica writes everything on the
