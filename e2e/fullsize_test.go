@@ -72,7 +72,8 @@ func TestFullSizeNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	t.Cleanup(func() { deleteWorkspaceRows(t, db, ws) }) // runs first
+	testBegan := time.Now()
+	t.Cleanup(func() { deleteRegionRows(t, db, testBegan) }) // runs first
 	rdb := goredis.NewClient(&goredis.Options{Addr: addr, DB: 12})
 	defer rdb.Close()
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
@@ -334,10 +335,13 @@ func reportNode(t *testing.T, nd *node, elapsed time.Duration) nodeFigures {
 	return f
 }
 
-// deleteWorkspaceRows deletes the global layer's rows of workspace ws.
-func deleteWorkspaceRows(t *testing.T, db *sql.DB, ws string) {
-	if _, err := db.Exec("DELETE FROM sluice_global_counters WHERE workspace = ?", ws); err != nil {
-		t.Logf("deleting the rows of %s: %v", ws, err)
+// deleteRegionRows deletes the global layer's rows of the test's regions
+// (r0 to r9) written since began: rows hold many cells each, and those of
+// the test's workspace only.
+func deleteRegionRows(t *testing.T, db *sql.DB, began time.Time) {
+	if _, err := db.Exec("DELETE FROM sluice_global_batches WHERE region REGEXP '^r[0-9]$' AND changed_at >= ?",
+		began.UTC().Add(-time.Second).Format("2006-01-02 15:04:05.000000")); err != nil {
+		t.Logf("deleting the rows of the test's regions: %v", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/global/mysql"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/redis"
@@ -121,7 +123,7 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 		checkTakeover(t, nodes[:perRegion], leader, killAt, 2*interval)
 	}
 	for i, region := range []string{"eu", "us"} {
-		checkNothingTwice(t, db, ws, fmt.Sprintf("%s-%d", region, perRegion), fmt.Sprintf("redis://%s/%d", addr, 12+i))
+		checkNothingTwice(t, dsn, ws, fmt.Sprintf("%s-%d", region, perRegion), fmt.Sprintf("redis://%s/%d", addr, 12+i))
 	}
 	w := globalWork{statements: (after.statements - before.statements) / run.Seconds(),
 		rowsRead: (after.read - before.read) / run.Seconds(), requests: len(sent.results)}
@@ -129,10 +131,11 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 	return w
 }
 
-// checkNothingTwice checks that no count row region wrote for workspace ws
+// checkNothingTwice checks that no count region wrote for workspace ws
 // passes the cell's total in the region's Redis: a count written twice
-// (after a failover, say) would.
-func checkNothingTwice(t *testing.T, db *sql.DB, ws, region, redisURL string) {
+// (after a failover, say) would. It reads the entries as a pull of the
+// MySQL store does, a page at a time.
+func checkNothingTwice(t *testing.T, dsn, ws, region, redisURL string) {
 	t.Helper()
 	opts, err := goredis.ParseURL(redisURL)
 	if err != nil {
@@ -140,29 +143,35 @@ func checkNothingTwice(t *testing.T, db *sql.DB, ws, region, redisURL string) {
 	}
 	rdb := goredis.NewClient(opts)
 	defer rdb.Close()
-	rows, err := db.QueryContext(t.Context(), "SELECT namespace, identifier, duration_ms, seq, count FROM sluice_global_counters WHERE workspace = ? AND region = ?", ws, region)
+	store, err := mysql.Open(t.Context(), dsn, mysql.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var ns, id string
-		var ms, seq, count int64
-		if err := rows.Scan(&ns, &id, &ms, &seq, &count); err != nil {
+	defer store.Close()
+	counts := map[origin.Cell]int64{}
+	var cursor global.Cursor
+	for range 1000 {
+		p, err := store.Pull(t.Context(), "checker", cursor, time.Now().UnixMilli(), 60_000)
+		if err != nil {
 			t.Fatal(err)
 		}
-		key := origin.Key{Workspace: ws, Namespace: ns, Identifier: id, Duration: time.Duration(ms) * time.Millisecond}
-		total, err := rdb.HGet(t.Context(), redis.CellKey(origin.Cell{Key: key, Sequence: seq}), "n").Int64()
-		if err != nil || count > total {
-			t.Errorf("region %s, %s window %d: %d stored, %d (%v) in its Redis", region, id, seq, count, total, err)
+		for _, e := range p.Entries {
+			if e.Region == region && e.Cell.Workspace == ws {
+				counts[e.Cell] = max(counts[e.Cell], e.Count)
+			}
 		}
-		n++
+		if len(p.Entries) == 0 || p.Next == cursor {
+			break
+		}
+		cursor = p.Next
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	for c, n := range counts {
+		total, err := rdb.HGet(t.Context(), redis.CellKey(c), "n").Int64()
+		if err != nil || n > total {
+			t.Errorf("region %s, %s window %d: %d stored, %d (%v) in its Redis", region, c.Identifier, c.Sequence, n, total, err)
+		}
 	}
-	t.Logf("region %s: %d count rows, none above its Redis total", region, n)
+	t.Logf("region %s: %d cells' counts, none above its Redis total", region, len(counts))
 }
 
 // leaderOf returns the node of region that reports itself its leader.

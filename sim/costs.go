@@ -62,9 +62,10 @@ type Costs struct {
 	RedisFloorCallsPerRequest float64 `json:"redis_floor_calls_per_request"`
 	// MySQLRowsReadPerSecond is the rows the global layer's MySQL store
 	// would read, in all regions, per second of virtual time, counted as
-	// MariaDB's Handler_read_* counts them: for each read, every region's
-	// row of each changed cell it returns, the index entry of the change,
-	// and its clock row; the denial rows returned (see readRows).
+	// MariaDB's Handler_read_* counts them: for each read, the batch rows
+	// it reads (a batch row carries many cells), the regions present, the
+	// denial rows returned, and the end of each of those index ranges
+	// (see readRows).
 	MySQLRowsReadPerSecond float64 `json:"mysql_rows_read_per_second"`
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/global/mysql"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -216,8 +217,9 @@ type globalCounts struct {
 	calls, failed, published, denials, announced atomic.Int64
 	// rows and statements are what the MySQL store would write and run:
 	// the statements of each call (global/mysql: a pull or a read of
-	// denials 1, an announce 1, a cleanup 4) and one per chunk of
-	// mysqlChunkRows rows written (a publish of no row sends nothing).
+	// denials 1, an announce 1, a cleanup 5) and a publish's batch rows
+	// and statements (mysql.PublishCost; a publish of no row sends
+	// nothing), a row per denial.
 	rows, statements atomic.Int64
 	// rowsRead is what the MySQL store's reads would read (see readRows).
 	rowsRead atomic.Int64
@@ -226,26 +228,37 @@ type globalCounts struct {
 }
 
 // readRows counts the rows a read of the MySQL store reads, as MariaDB's
-// Handler_read_* counts them, measured on MariaDB 10.11 for pulls of 5,000
-// rows over five regions: one for each row it reads (rows, see changeLog:
-// more than the pull returns, as the store's pulls read back over an
-// overlap) and two more; a row for each present region (the regions'
-// table) and each denial row returned.
-func (g *globalCounts) readRows(p global.Pull, rows, denials int) {
-	g.rowsRead.Add(int64(rows+2+max(p.Regions, 1)) + int64(denials))
+// Handler_read_* counts them (measured on MariaDB 10.11): each part of the
+// read's one statement reads the rows of its index range and one more, its
+// end. A pull's part reads the batch rows written since its starting
+// point (rows, see changeLog: more than the last pull's, as the store's
+// pulls read back over an overlap) and that of the regions the regions
+// present (p.Regions); a read of denials' part reads the denial rows it
+// returns (and the region's own, not counted here).
+func (g *globalCounts) readRows(p *global.Pull, rows, denials int) {
+	n := 0
+	if p != nil {
+		n += rows + 1 + max(p.Regions, 1) + 1
+	}
+	if denials >= 0 {
+		n += denials + 1
+	}
+	g.rowsRead.Add(int64(n))
 }
 
-// mysqlChunkRows is the MySQL store's rows per INSERT (its default).
-const mysqlChunkRows = 500
-
-// wrote counts a call that writes rows in chunks, after extra statements.
-// An upsert reads the row it updates: a row read for each row written (an
-// upper bound: a new row reads none).
+// wrote counts a call that upserts rows, one statement per chunk of
+// mysqlChunkRows, after extra statements. An upsert reads the row it
+// updates: a row read for each row written (an upper bound: a new row
+// reads none).
 func (g *globalCounts) wrote(rows, extra int) {
 	g.rows.Add(int64(rows))
 	g.rowsRead.Add(int64(rows))
 	g.statements.Add(int64(extra + (rows+mysqlChunkRows-1)/mysqlChunkRows))
 }
+
+// mysqlChunkRows is the MySQL store's rows per INSERT of denials (its
+// default ChunkRows).
+const mysqlChunkRows = mysql.DefaultChunkRows
 
 // faultyGlobal is a global store (over a global/memory store, which also
 // reads pulls and denials at once) that counts calls and rows written,
@@ -311,16 +324,12 @@ func (f *faultyGlobal) Publish(ctx context.Context, region string, counts []glob
 		return global.ErrUnavailable
 	}
 	f.n.published.Add(int64(len(counts)))
-	positive := 0
-	for _, c := range counts {
-		if c.Count > 0 {
-			positive++
-		}
-	}
-	f.n.wrote(positive, 0)
+	rows, statements := mysql.PublishCost(mysql.Config{}, counts)
+	f.n.rows.Add(int64(rows))
+	f.n.statements.Add(int64(statements))
 	counts = slices.Clone(counts)
 	return f.write(ctx, func(ctx context.Context, now int64) error {
-		f.n.changes.add(now, region, counts)
+		f.n.changes.add(now, counts, rows)
 		return f.Store.Publish(ctx, region, counts, now)
 	})
 }
@@ -340,10 +349,10 @@ func (f *faultyGlobal) Pull(ctx context.Context, region string, cursor global.Cu
 	if f.call(ctx) {
 		return global.Pull{}, global.ErrUnavailable
 	}
-	f.n.wrote(0, 1) // the cells, the clock and the regions in one statement
+	f.n.wrote(0, 1) // the batch rows, the clock and the regions in one statement
 	p, err := f.Store.Pull(ctx, region, cursor, now, activeFor)
 	if err == nil {
-		f.n.readRows(p, f.n.changes.readRows(region, now), 0)
+		f.n.readRows(&p, f.n.changes.readRows(region, now), -1)
 	}
 	return p, err
 }
@@ -354,10 +363,10 @@ func (f *faultyGlobal) PullWithDenials(ctx context.Context, region string, curso
 	if f.call(ctx) {
 		return global.Pull{}, nil, denialCursor, global.ErrUnavailable
 	}
-	f.n.wrote(0, 1) // the cells, the denials, the clock and the regions in one statement
+	f.n.wrote(0, 1) // the batch rows, the denials, the clock and the regions in one statement
 	p, ds, next, err := f.Store.(global.PullerWithDenials).PullWithDenials(ctx, region, cursor, denialCursor, now, activeFor)
 	if err == nil {
-		f.n.readRows(p, f.n.changes.readRows(region, now), len(ds))
+		f.n.readRows(&p, f.n.changes.readRows(region, now), f.n.changes.readDenialRows(region, now))
 	}
 	return p, ds, next, err
 }
@@ -370,7 +379,10 @@ func (f *faultyGlobal) EmitDenials(ctx context.Context, denials []global.Denial)
 	f.n.denials.Add(int64(len(denials)))
 	f.n.wrote(len(denials), 0)
 	denials = slices.Clone(denials)
-	return f.write(ctx, func(ctx context.Context, _ int64) error { return f.Store.EmitDenials(ctx, denials) })
+	return f.write(ctx, func(ctx context.Context, now int64) error {
+		f.n.changes.addDenials(now, len(denials))
+		return f.Store.EmitDenials(ctx, denials)
+	})
 }
 
 // Denials implements [global.Store].
@@ -381,7 +393,7 @@ func (f *faultyGlobal) Denials(ctx context.Context, region string, cursor global
 	f.n.wrote(0, 1) // the rows and the clock in one statement
 	ds, next, err := f.Store.Denials(ctx, region, cursor, now)
 	if err == nil {
-		f.n.readRows(global.Pull{}, 0, len(ds))
+		f.n.readRows(nil, 0, f.n.changes.readDenialRows(region, now))
 	}
 	return ds, next, err
 }
@@ -391,7 +403,7 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 	if f.call(ctx) {
 		return 0, global.ErrUnavailable
 	}
-	f.n.wrote(0, 4) // take the named lock, delete expired counters and denials, release it
+	f.n.wrote(0, 5) // take the named lock, delete expired batch rows and denials, look for rows to merge, release it
 	return f.Store.Cleanup(ctx, now, batch)
 }
 

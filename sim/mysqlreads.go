@@ -8,33 +8,36 @@ import (
 )
 
 // The MySQL store's pulls, as global/mysql makes them: a pull reads every
-// row (a region's entry of a cell) changed since its cursor less an
-// overlap, not only the rows changed since the last pull (the in-process
-// store the simulation runs on returns those alone). Most pulls are recent and read from the
-// last pull's clock less mysqlRecentOverlap; a whole pull, every
+// batch row written since its cursor less an overlap, not only the rows
+// written since the last pull (the in-process store the simulation runs on
+// returns those alone). Most pulls are recent and read from the last
+// pull's clock less mysqlRecentOverlap; a whole pull, every
 // mysqlCursorOverlap, reads from the last whole pull's clock less
-// mysqlCursorOverlap; a leader's first pull reads every active change.
+// mysqlCursorOverlap; a leader's first pull reads every active row.
 const (
 	mysqlCursorOverlap = 5_000 // ms: global/mysql.DefaultCursorOverlap
 	mysqlRecentOverlap = 1_000 // ms: global/mysql's recentOverlap
 )
 
-// changeLog is what the simulated MySQL store's pulls would read: the rows
-// that changed, in the order of the time they changed, and each region's
-// last pulls, so that a pull counts the rows a MySQL pull would read at
-// that point (see readRows).
+// changeLog is what the simulated MySQL store's pulls would read: the
+// batch rows written, in the order of the time they were written, and each
+// region's last pulls, so that a pull counts the rows a MySQL pull would
+// read at that point (see readRows).
 type changeLog struct {
 	mu      sync.Mutex
-	changes []rowChange // oldest first; those older than any pull reads dropped
+	changes []rowsWritten // oldest first; those older than any pull reads dropped
 	pulls   map[string]pullMarks
-	seen    map[global.Entry]struct{} // readRows' scratch
+	// denials holds when each denial row was written, oldest first, and
+	// denialReads each region's last read of denials (ms).
+	denials     []int64
+	denialReads map[string]int64
 }
 
-// rowChange is a region's row of a cell that changed at at (ms of the
-// virtual clock).
-type rowChange struct {
+// rowsWritten is a publish's batch rows, written at at (ms of the virtual
+// clock), the last of their cells expiring at expiresAt.
+type rowsWritten struct {
 	at, expiresAt int64
-	row           global.Entry // the cell and the region
+	rows          int
 }
 
 // pullMarks are a region's last pull and last whole pull (ms).
@@ -42,28 +45,30 @@ type pullMarks struct {
 	last, whole int64
 }
 
-// add records region's rows of the cells of counts, with a positive count,
-// as changed at now.
-func (l *changeLog) add(now int64, region string, counts []global.Count) {
+// add records rows batch rows of the cells of counts as written at now.
+func (l *changeLog) add(now int64, counts []global.Count, rows int) {
+	if rows == 0 {
+		return
+	}
+	w := rowsWritten{at: now, rows: rows}
+	for _, c := range counts {
+		w.expiresAt = max(w.expiresAt, c.ExpiresAt)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, c := range counts {
-		if c.Count > 0 {
-			l.changes = append(l.changes, rowChange{at: now, expiresAt: c.ExpiresAt, row: global.Entry{Cell: c.Cell, Region: region}})
-		}
-	}
+	l.changes = append(l.changes, w)
 }
 
-// readRows returns how many rows a pull of region at now reads: the
-// distinct rows changed after the pull's starting point and active at now.
-// It drops the changes no pull can read again.
+// readRows returns how many rows a pull of region at now reads: the batch
+// rows written after the pull's starting point and active at now. It drops
+// the changes no pull can read again.
 func (l *changeLog) readRows(region string, now int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.pulls == nil {
-		l.pulls, l.seen = map[string]pullMarks{}, map[global.Entry]struct{}{}
+		l.pulls = map[string]pullMarks{}
 	}
-	from := int64(-1 << 62) // a first pull reads every active change
+	from := int64(-1 << 62) // a first pull reads every active row
 	m, ok := l.pulls[region]
 	switch {
 	case ok && now >= m.whole && now-m.whole < mysqlCursorOverlap:
@@ -77,14 +82,47 @@ func (l *changeLog) readRows(region string, now int64) int {
 	}
 	l.pulls[region] = m
 	i := sort.Search(len(l.changes), func(i int) bool { return l.changes[i].at > from })
-	clear(l.seen)
+	n := 0
 	for _, c := range l.changes[i:] {
 		if c.at <= now && c.expiresAt > now {
-			l.seen[c.row] = struct{}{}
+			n += c.rows
 		}
 	}
 	l.trim(now)
-	return len(l.seen)
+	return n
+}
+
+// addDenials records n denial rows as written at now.
+func (l *changeLog) addDenials(now int64, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for range n {
+		l.denials = append(l.denials, now)
+	}
+}
+
+// readDenialRows returns how many denial rows a read of denials by region
+// at now reads: the rows of every region written since its cursor, the
+// clock of its last read less mysqlCursorOverlap (the store reads denials
+// back over the whole overlap every time), or every row at its first.
+func (l *changeLog) readDenialRows(region string, now int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.denialReads == nil {
+		l.denialReads = map[string]int64{}
+	}
+	from := int64(-1 << 62)
+	if last, ok := l.denialReads[region]; ok {
+		from = last - mysqlCursorOverlap
+	}
+	l.denialReads[region] = now
+	i := sort.Search(len(l.denials), func(i int) bool { return l.denials[i] > from })
+	j := sort.Search(len(l.denials), func(j int) bool { return l.denials[j] > now })
+	if keep := sort.Search(len(l.denials), func(k int) bool { return l.denials[k] > now-3*mysqlCursorOverlap }); keep > len(l.denials)/2 {
+		l.denials = append(l.denials[:0], l.denials[keep:]...)
+		i, j = max(i-keep, 0), j-keep
+	}
+	return j - i
 }
 
 // trim drops the changes older than any region's next pull reads from

@@ -31,7 +31,7 @@ func newBreaker(b BreakerConfig, log *slog.Logger, obs Observer) *gobreaker.Circ
 }
 
 // tally counts what a call did, for its Observer call.
-type tally struct{ rows, statements int }
+type tally struct{ rows, cells, statements int }
 
 // do runs fn through the circuit breaker with the call's deadline, observes
 // it and wraps its error as "global/mysql: <op>: ...".
@@ -46,7 +46,7 @@ func (s *Store) do(ctx context.Context, op Op, fn func(context.Context, *tally) 
 	var t tally
 	out, err := breaker.Run(ctx, s.breaker, s.cfg.Timeout,
 		func(cctx context.Context) error { return fn(cctx, &t) }, classify)
-	s.obs.ObserveCall(Call{Op: op, Outcome: out, Rows: t.rows, Statements: t.statements, Elapsed: time.Since(start)})
+	s.obs.ObserveCall(Call{Op: op, Outcome: out, Rows: t.rows, Cells: t.cells, Statements: t.statements, Elapsed: time.Since(start)})
 	switch out {
 	case OutcomeOK:
 		return nil

@@ -9,11 +9,12 @@ import (
 
 // Cleanup implements [global.Store]. On a connection of its own it takes a
 // named lock without waiting (GET_LOCK with timeout 0); if another node
-// holds it, Cleanup returns 0 at once. Otherwise it deletes expired counter
+// holds it, Cleanup returns 0 at once. Otherwise it deletes expired batch
 // rows, then expired denials, batch rows per DELETE, each table until a
-// DELETE removes fewer than batch rows, and releases the lock on the same
-// connection. It returns the rows deleted, also when it fails partway. A
-// batch under 1 is [ErrInvalidInput].
+// DELETE removes fewer than batch rows; then it compacts the old rows of
+// long windows (see compactAge), and releases the lock on the same
+// connection. It returns the rows deleted (expired, or merged into fewer
+// rows), also when it fails partway. A batch under 1 is [ErrInvalidInput].
 func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("%w: cleanup batch %d is under 1", ErrInvalidInput, batch)
@@ -36,12 +37,12 @@ func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) 
 			t.statements++
 			err = errors.Join(err, releaseLock(conn, s.cleanup))
 		}()
-		for _, q := range []string{s.q.deleteCounters, s.q.deleteDenials} {
+		for _, q := range []string{s.q.deleteBatches, s.q.deleteDenials} {
 			if err := deleteExpired(ctx, t, conn, q, now, batch); err != nil {
 				return err
 			}
 		}
-		return nil
+		return s.compact(ctx, t, conn, now)
 	})
 	return deleted, err
 }

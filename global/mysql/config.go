@@ -23,9 +23,10 @@ const (
 	DefaultHalfOpenProbes      = 1
 )
 
-// MaxChunkRows bounds Config.ChunkRows: at the longest identities a row
-// takes at most about 6 KB of statement (escaped bytes), so a statement
-// stays under 16 MB, MariaDB's default max_allowed_packet (MySQL 8: 64 MB).
+// MaxChunkRows bounds Config.ChunkRows: at the longest identities a cell
+// takes about 3 KB of a row, so a row stays under 4 MB and its INSERT (the
+// payload escaped) under 16 MB, MariaDB's default max_allowed_packet
+// (MySQL 8: 64 MB).
 const MaxChunkRows = 1000
 
 // MaxPageRows bounds Config.PageRows.
@@ -48,7 +49,7 @@ var validPrefix = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
 // default. A Config is a plain value: copy it freely.
 type Config struct {
 	// TablePrefix prefixes the store's table names (letters, digits, '_';
-	// at most 32). Default "sluice_global_": tables sluice_global_counters,
+	// at most 32). Default "sluice_global_": tables sluice_global_batches,
 	// sluice_global_blocklist, sluice_global_regions and
 	// sluice_global_schema_version. Tests use a unique prefix each.
 	TablePrefix string
@@ -67,19 +68,19 @@ type Config struct {
 	// by the next read. Default 5s; at least 1µs.
 	CursorOverlap time.Duration
 
-	// ChunkRows is the number of rows per INSERT statement (at most
-	// MaxChunkRows). Default 500.
+	// ChunkRows is the number of cells one stored row carries at most
+	// (at most MaxChunkRows): a Publish of n cells writes ceil(n /
+	// ChunkRows) rows. Default 500.
 	ChunkRows int
 
-	// PageRows bounds the changed rows one Pull reads (at most
-	// MaxPageRows): where more rows changed since the cursor, a Pull
-	// reads the cells of the oldest PageRows of them (and of any other row
-	// changed at the same instant as the last) and returns a cursor at the
-	// last, so that the next pulls go on from there, a page each, where
-	// one read of them all would outlast Timeout and never move the
-	// cursor (a node starting next to a large table, or a backlog after
-	// an outage). Default 50,000: about half a second of MariaDB's reads
-	// on a 2-core VM.
+	// PageRows bounds the cells one Pull reads (at most MaxPageRows), in
+	// rows of ChunkRows cells (PageRows / ChunkRows rows, at least one):
+	// where more rows were written since the cursor, a Pull reads the
+	// oldest of them (and any other row written at the same instant as
+	// the last) and returns a cursor at the last, so that the next pulls
+	// go on from there, a page each, where one read of them all would
+	// outlast Timeout and never move the cursor (a node starting next to
+	// a large table, or a backlog after an outage). Default 50,000.
 	PageRows int
 
 	// ReadDSN is a go-sql-driver/mysql DSN of a read replica of the

@@ -18,19 +18,16 @@ import (
 // expiry order).
 const deadlockRetries = 3
 
-// countRow is one row of a Publish.
-type countRow struct {
-	key rowKey
-	global.Count
-}
-
-// Publish implements [global.Store]: it upserts region's counts with
-// count = GREATEST(count, new), in primary-key order, in chunks of
-// Config.ChunkRows rows, each chunk one statement; it does not announce
-// region (see Announce), and a call with no count to write sends nothing.
-// Counts of 0 or less are not written (an absent row counts 0). Chunks
-// commit one by one: a failed call may have written some of them, which
-// the next Publish makes good.
+// Publish implements [global.Store]: it appends region's counts to the
+// batches table, packed Config.ChunkRows cells to a row (see batch), the
+// rows of a call in as few INSERT statements as keep each under
+// maxStatementPayload bytes of payload; it does not announce region (see
+// Announce), and a call with no count to write sends nothing. Counts of 0 or
+// less are not written (an absent entry counts 0). Nothing stored changes:
+// a cell's entry is the highest count of its rows (readers take the max), so
+// a Publish of a lower count than stored changes no entry. Statements commit
+// one by one: a failed call may have written some of them, which the next
+// Publish makes good.
 //
 // A cell that cannot be stored exactly (see [ErrInvalidInput]) is left out
 // and the others are written; the call then returns an error wrapping
@@ -40,54 +37,94 @@ func (s *Store) Publish(ctx context.Context, region string, counts []global.Coun
 	if err := checkRegion(region); err != nil {
 		return err
 	}
-	rows, skipped := countRows(counts)
-	if len(rows) == 0 {
+	sorted, skipped := sortedCounts(counts)
+	if len(sorted) == 0 {
 		return skipped.err()
 	}
+	batches := packBatches(sorted, s.cfg.ChunkRows)
 	err := s.do(ctx, OpPublish, func(ctx context.Context, t *tally) error {
-		for chunk := range slices.Chunk(rows, s.cfg.ChunkRows) {
-			args := make([]any, 0, 9*len(chunk))
-			for _, r := range chunk {
-				c := r.Cell
-				args = append(args, r.key.hash[:], r.key.durationMS, r.key.seq, []byte(region),
-					[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Count.Count, r.ExpiresAt)
+		for _, stmt := range statements(batches, s.pageBatches()) {
+			args := make([]any, 0, 4*len(stmt))
+			for _, b := range stmt {
+				args = append(args, []byte(region), b.cells, b.payload, b.expiresAt)
 			}
-			if _, err := exec(ctx, t, s.db, s.q.counts.statement(len(chunk)), args...); err != nil {
+			if _, err := exec(ctx, t, s.db, s.q.batches.statement(len(stmt)), args...); err != nil {
 				return err
 			}
-			t.rows += len(chunk)
+			for _, b := range stmt {
+				t.rows++
+				t.cells += b.cells
+			}
 		}
 		return nil
 	})
 	return errors.Join(err, skipped.err())
 }
 
-// countRows returns the rows to write: positive counts of cells that can be
-// stored, one row per cell (the highest count and expiry of the call),
-// sorted by primary key; and the cells left out.
-func countRows(counts []global.Count) ([]countRow, skips) {
+// PublishCost returns the rows and the statements a Publish of counts
+// writes on a store configured with cfg: what a simulation of the store
+// counts for it. It sends nothing.
+func PublishCost(cfg Config, counts []global.Count) (rows, stmts int) {
+	cfg = cfg.withDefaults()
+	sorted, _ := sortedCounts(counts)
+	batches := packBatches(sorted, cfg.ChunkRows)
+	return len(batches), len(statements(batches, pageBatches(cfg)))
+}
+
+// maxStatementPayload bounds the payload bytes of one INSERT: escaped, at
+// most twice as many bytes of statement, well under 16 MB, MariaDB's default
+// max_allowed_packet (MySQL 8: 64 MB). A row alone never passes it (at most
+// MaxChunkRows cells of at most maxCellBytes).
+const maxStatementPayload = 4 << 20
+
+// statements splits batches into the rows of successive INSERTs, each at
+// most maxRows rows and maxStatementPayload bytes of payload (or one row).
+// Rows of one statement are written at one instant, and a pull's page
+// goes on after the instant of its last row only where the page is all
+// of one instant (see read.next): maxRows is a page's rows, so that a
+// page never ends within a statement of a full page.
+func statements(batches []batch, maxRows int) [][]batch {
+	if len(batches) == 0 {
+		return nil
+	}
+	var out [][]batch
+	start, size := 0, 0
+	for i, b := range batches {
+		if i > start && (size+len(b.payload) > maxStatementPayload || i-start == maxRows) {
+			out = append(out, batches[start:i])
+			start, size = i, 0
+		}
+		size += len(b.payload)
+	}
+	return append(out, batches[start:])
+}
+
+// sortedCounts returns the counts to write: positive counts of cells that
+// can be stored, one per cell (the highest count and expiry of the call),
+// sorted by compareCells; and the cells left out.
+func sortedCounts(counts []global.Count) ([]global.Count, skips) {
 	var skipped skips
-	rows := make([]countRow, 0, len(counts))
+	out := make([]global.Count, 0, len(counts))
 	for _, c := range counts {
 		if p := cellProblem(c.Cell); p != "" {
 			skipped.add(p)
 			continue
 		}
 		if c.Count > 0 {
-			rows = append(rows, countRow{key: keyOf(c.Cell), Count: c})
+			out = append(out, c)
 		}
 	}
-	slices.SortFunc(rows, func(a, b countRow) int { return a.key.compare(b.key) })
-	out := rows[:0]
-	for _, r := range rows {
-		if n := len(out); n > 0 && out[n-1].key == r.key {
-			out[n-1].Count.Count = max(out[n-1].Count.Count, r.Count.Count)
-			out[n-1].ExpiresAt = max(out[n-1].ExpiresAt, r.ExpiresAt)
+	slices.SortFunc(out, func(a, b global.Count) int { return compareCells(a.Cell, b.Cell) })
+	merged := out[:0]
+	for _, c := range out {
+		if n := len(merged); n > 0 && merged[n-1].Cell == c.Cell {
+			merged[n-1].Count = max(merged[n-1].Count, c.Count)
+			merged[n-1].ExpiresAt = max(merged[n-1].ExpiresAt, c.ExpiresAt)
 			continue
 		}
-		out = append(out, r)
+		merged = append(merged, c)
 	}
-	return out, skipped
+	return merged, skipped
 }
 
 // execer is a *sql.DB or a *sql.Conn.
@@ -128,12 +165,13 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 	})
 }
 
-// Pull implements [global.Store]. In one statement it reads every counter
-// row (a region's entry of a cell) changed after the cursor and still
-// active at now, the number of other recent regions, and the database
-// clock at the statement's start. The cursor it returns is that
-// clock minus Config.CursorOverlap, so cells changed within the overlap
-// are reported again by the next Pull. Most pulls are recent (see
+// Pull implements [global.Store]. In one statement it reads every batch
+// row (many cells' counts of one region) written after the cursor and
+// still active at now, the number of other recent regions, and the
+// database clock at the statement's start, and returns the active cells'
+// entries, each (cell, region) once with the highest count read. The
+// cursor it returns is that clock minus Config.CursorOverlap, so rows
+// written within the overlap are read again by the next Pull. Most pulls are recent (see
 // recentReads): they read from the last pull's clock less a second instead,
 // and return the cursor passed in.
 //
@@ -144,8 +182,8 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 // (see Config.ReadDSN and docs/explanation/read-replicas.md).
 //
 // From a cursor that is not recent (see pullStatement), it reads only the
-// oldest Config.PageRows rows changed after it (a page, see
-// readPage), and where more rows changed, returns the instant before the
+// oldest rows written after it, Config.PageRows cells' worth (a page, see
+// readPage and pageBatches), and where more rows were written, returns the instant before the
 // page's last change instead, if that is earlier: the next Pull goes on
 // from there.
 func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
@@ -161,7 +199,8 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 	if err != nil {
 		return global.Pull{}, err
 	}
-	full := paged && r.pageRows >= int64(s.cfg.PageRows) // a page that left rows for the next pull
+	s.logBad(&r)
+	full := paged && r.pageRows >= int64(s.pageBatches()) // a page that left rows for the next pull
 	return s.recent.after(region, cursor, whole, full, now, r.clock, s.pulled(&r, from)), nil
 }
 
@@ -182,7 +221,8 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	if err != nil {
 		return global.Pull{}, nil, denialCursor, err
 	}
-	full := paged && r.pageRows >= int64(s.cfg.PageRows)
+	s.logBad(&r)
+	full := paged && r.pageRows >= int64(s.pageBatches())
 	p := s.recent.after(region, cursor, whole, full, now, r.clock, s.pulled(&r, from))
 	return p, r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
 }
@@ -211,7 +251,25 @@ func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, n
 	if recent || (s.rq.witness && s.stuck.CompareAndSwap(int64(cursor), -1)) {
 		return all, []any{from, now}, false
 	}
-	return paged, []any{from, s.cfg.PageRows}, true
+	return paged, []any{from, s.pageBatches()}, true
+}
+
+// pageBatches is the number of batch rows a page reads: Config.PageRows
+// cells' worth of full rows, at least one.
+func (s *Store) pageBatches() int { return pageBatches(s.cfg) }
+
+// pageBatches is the number of batch rows a page of cfg reads (cfg with
+// its defaults).
+func pageBatches(cfg Config) int {
+	return max(cfg.PageRows/cfg.ChunkRows, 1)
+}
+
+// logBad warns of the batch rows of r whose payload did not decode (a row
+// of a newer format, or a damaged one): their cells are not read.
+func (s *Store) logBad(r *read) {
+	if r.bad > 0 {
+		s.log.Warn("global/mysql: batch rows do not decode; their cells are not read", "rows", r.bad)
+	}
 }
 
 // pulled returns r as the answer of a Pull from cursor. On a replica, a
@@ -221,8 +279,8 @@ func (s *Store) pullStatement(all, paged, region string, cursor global.Cursor, n
 // a newer row lands: pulled remembers that cursor, and the next pull from
 // it reads every change instead (pullStatement), once, whatever its age.
 func (s *Store) pulled(r *read, cursor global.Cursor) global.Pull {
-	p := r.pull(cursor, s.cfg.CursorOverlap, s.cfg.PageRows)
-	if r.witness && p.Next == cursor && r.pageRows >= int64(s.cfg.PageRows) {
+	p := r.pull(cursor, s.cfg.CursorOverlap, s.pageBatches())
+	if r.witness && p.Next == cursor && r.pageRows >= int64(s.pageBatches()) {
 		s.stuck.Store(int64(cursor))
 	}
 	return p

@@ -178,7 +178,7 @@ func TestPullAfterStuckPage(t *testing.T) {
 		{"primary: full page", false, int64(cursor) + 2*second, page, cursor, []bool{false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Store{cfg: Config{PageRows: page}.withDefaults(), q: newQueries("p_")}
+			s := &Store{cfg: Config{PageRows: page, ChunkRows: 1}.withDefaults(), q: newQueries("p_")}
 			s.stuck.Store(-1)
 			s.rq = s.q.primary
 			if tc.witness {

@@ -16,14 +16,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 )
 
 // migrations holds the schema, one file per version: NNNN_name.sql, run in
 // order. Every statement must be safe to run again (CREATE TABLE IF NOT
-// EXISTS, CREATE INDEX IF NOT EXISTS on MariaDB, ...; MySQL 8 lacks ADD
-// COLUMN IF NOT EXISTS, so a column change there is a new table or a
-// guarded procedure): DDL commits on its own, so a node that dies halfway
-// leaves a version that the next start runs again.
+// EXISTS, DROP TABLE IF EXISTS, CREATE INDEX, whose "duplicate key name"
+// apply ignores; MySQL 8 lacks ADD COLUMN IF NOT EXISTS, so a column change
+// there is a new table or a guarded procedure): DDL commits on its own, so
+// a node that dies halfway leaves a version that the next start runs
+// again.
 //
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -124,12 +127,19 @@ func apply(ctx context.Context, conn *sql.Conn, r *strings.Replacer, m migration
 		if strings.TrimSpace(stripComments(stmt)) == "" {
 			continue
 		}
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil && !indexExists(err) {
 			return err
 		}
 	}
 	_, err := conn.ExecContext(ctx, r.Replace("INSERT INTO {p}schema_version (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))"), m.version, m.name)
 	return err
+}
+
+// indexExists reports whether err is MySQL's error 1061, "duplicate key
+// name": a CREATE INDEX run again by a migration that did not finish.
+func indexExists(err error) bool {
+	me, ok := errors.AsType[*mysqldriver.MySQLError](err)
+	return ok && me.Number == 1061
 }
 
 // stripComments drops the "--" comment lines of stmt.

@@ -1,15 +1,18 @@
 // Package mysql is the MySQL/MariaDB implementation of [global.Store], the
 // record through which the regions of one deployment converge.
 //
-// Counts are G-Counter entries, one row per (cell, region), written with
-// GREATEST upserts in primary-key order and read back summed per cell.
+// Counts are G-Counter entries, a count per (cell, region), stored packed:
+// each Publish appends rows that carry many cells' counts of its region
+// (Config.ChunkRows a row), nothing is updated in place, and a reader keeps
+// the highest count of each entry it reads. Rows written and rows read so
+// grow with the rounds of the regions, not with their cells.
 // Denials are one row per cell, the first insert winning. Reads are
 // incremental: a cursor is the database's own clock, minus a safety overlap.
 // Reads may go to a read replica (Config.ReadDSN), writes always go to the
 // primary; there a cursor is bounded by the newest row the replica shows, so
 // a lagging replica delays rows but never makes a read skip one.
 // Cleanup deletes expired rows in bounded batches under a named lock, one
-// node at a time. Every call goes through a circuit breaker; an open breaker
+// node at a time, and merges the old rows of long windows into fewer. Every call goes through a circuit breaker; an open breaker
 // fails calls at once with an error wrapping [global.ErrUnavailable].
 //
 // The schema is created and migrated by [New] from embedded, versioned

@@ -196,9 +196,9 @@ func TestCursorOverlap(t *testing.T) {
 	}
 }
 
-// TestPublishChunks: rows go out in chunks of ChunkRows, one statement each
-// and nothing else (the region is announced apart), and all of them arrive;
-// a publish with nothing to write sends nothing.
+// TestPublishChunks: a publish packs its cells ChunkRows to a row, all its
+// rows in one statement (the region is announced apart), and all of them
+// arrive; a publish with nothing to write sends nothing.
 func TestPublishChunks(t *testing.T) {
 	rec := &recorder{}
 	s := openStore(t, Config{ChunkRows: 7, Observer: rec})
@@ -218,8 +218,8 @@ func TestPublishChunks(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("observed %d calls, want 1 (a publish of no positive count sends nothing): %+v", len(calls), calls)
 	}
-	if got := calls[0]; got.Op != OpPublish || got.Outcome != OutcomeOK || got.Statements != 3 || got.Rows != 20 {
-		t.Fatalf("observed %+v, want publish ok with 3 statements (3 chunks) and 20 rows", got)
+	if got := calls[0]; got.Op != OpPublish || got.Outcome != OutcomeOK || got.Statements != 1 || got.Rows != 3 || got.Cells != 20 {
+		t.Fatalf("observed %+v, want publish ok with 1 statement, 3 rows (of 7, 7 and 6 cells) and 20 cells", got)
 	}
 	p, err := s.Pull(ctx, "b", 0, now, 1000)
 	if err != nil || len(p.Entries) != 20 {
@@ -227,9 +227,47 @@ func TestPublishChunks(t *testing.T) {
 	}
 }
 
-func TestCountRowsSortsAndMerges(t *testing.T) {
+// TestStatementsSplitByPayload: a publish's rows go in as few INSERTs as
+// keep each under maxStatementPayload bytes of payload and a page's rows, a
+// row too large for that alone in its own.
+func TestStatementsSplitByPayload(t *testing.T) {
+	rows := func(sizes ...int) []batch {
+		var bs []batch
+		for _, n := range sizes {
+			bs = append(bs, batch{payload: make([]byte, n)})
+		}
+		return bs
+	}
+	const limit = maxStatementPayload
+	for _, tc := range []struct {
+		name    string
+		sizes   []int
+		maxRows int
+		want    []int // rows per statement
+	}{
+		{"none", nil, 10, nil},
+		{"one", []int{10}, 10, []int{1}},
+		{"all in one", []int{limit / 2, limit / 2}, 10, []int{2}},
+		{"over: two", []int{limit / 2, limit/2 + 1}, 10, []int{1, 1}},
+		{"a large row alone", []int{10, limit + 1, 10}, 10, []int{1, 1, 1}},
+		{"three", []int{limit / 3, limit / 3, limit / 3, limit / 3, 1}, 10, []int{3, 2}},
+		{"a page's rows at most", []int{1, 1, 1, 1, 1}, 2, []int{2, 2, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []int
+			for _, stmt := range statements(rows(tc.sizes...), tc.maxRows) {
+				got = append(got, len(stmt))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("rows per statement %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSortedCountsSortsAndMerges(t *testing.T) {
 	x, y := testCell("x", seq), testCell("y", seq)
-	rows, skipped := countRows([]global.Count{
+	rows, skipped := sortedCounts([]global.Count{
 		{Cell: y, Count: 1, ExpiresAt: 5},
 		{Cell: x, Count: 4, ExpiresAt: 9},
 		{Cell: testCell("zero", seq), Count: 0},
@@ -244,11 +282,11 @@ func TestCountRowsSortsAndMerges(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))
 	}
 	for i, r := range rows {
-		if w := want[r.Cell]; w != [2]int64{r.Count.Count, r.ExpiresAt} {
-			t.Fatalf("row %v = (%d, %d), want %v", r.Cell.Identifier, r.Count.Count, r.ExpiresAt, w)
+		if w := want[r.Cell]; w != [2]int64{r.Count, r.ExpiresAt} {
+			t.Fatalf("row %v = (%d, %d), want %v", r.Cell.Identifier, r.Count, r.ExpiresAt, w)
 		}
-		if i > 0 && rows[i-1].key.compare(r.key) >= 0 {
-			t.Fatalf("rows not in primary-key order at %d", i)
+		if i > 0 && compareCells(rows[i-1].Cell, r.Cell) >= 0 {
+			t.Fatalf("cells not in order at %d", i)
 		}
 	}
 }
@@ -377,15 +415,13 @@ func TestLateCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openStore(t, Config{CursorOverlap: tc.overlap})
 			c := testCell("late", seq)
-			rows, _ := countRows([]global.Count{{Cell: c, Count: 5, ExpiresAt: now + 60_000}})
-			r := rows[0]
+			b := encodeBatch([]global.Count{{Cell: c, Count: 5, ExpiresAt: now + 60_000}})
 			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
-			if _, err := tx.Exec(s.q.counts.statement(1), r.key.hash[:], r.key.durationMS, r.key.seq, []byte("a"),
-				[]byte(c.Workspace), []byte(c.Namespace), []byte(c.Identifier), r.Count.Count, r.ExpiresAt); err != nil {
+			if _, err := tx.Exec(s.q.batches.statement(1), []byte("a"), b.cells, b.payload, b.expiresAt); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(20 * time.Millisecond) // the pull's clock is past the write's
@@ -407,13 +443,14 @@ func TestLateCommit(t *testing.T) {
 	}
 }
 
-// TestPullPages: where more rows changed after the cursor than PageRows,
-// a pull reads the oldest PageRows of them and returns a cursor before the
-// last one's change, and the pulls that follow read the rest, a page each,
-// until one reads nothing. Every entry is read once at least: each cell's
-// entries, read in whichever pages, add up to its regions' counts.
+// TestPullPages: where more rows were written after the cursor than a
+// page (PageRows cells in rows of ChunkRows), a pull reads the oldest page
+// of them and returns a cursor before the last one's change, and the pulls
+// that follow read the rest, a page each, until one reads nothing. Every
+// entry is read once at least: each cell's entries, read in whichever
+// pages, add up to its regions' counts.
 func TestPullPages(t *testing.T) {
-	const pageRows, chunkRows = 10, 4
+	const pageRows, chunkRows = 8, 4 // a page is 2 rows
 	s := openStore(t, Config{PageRows: pageRows, ChunkRows: chunkRows, CursorOverlap: time.Microsecond})
 	want := map[origin.Cell]int64{}
 	publish := func(region string, counts ...global.Count) {
@@ -423,7 +460,7 @@ func TestPullPages(t *testing.T) {
 		}
 	}
 	var rows int
-	for i := range 35 { // one statement each; every fifth cell has an older row of region c
+	for i := range 35 { // a row each; every fifth cell has an older row of region c
 		c := testCell(fmt.Sprintf("page-%02d", i), seq)
 		want[c] = int64(i + 1)
 		if i%5 == 0 {
@@ -433,19 +470,19 @@ func TestPullPages(t *testing.T) {
 		publish("a", global.Count{Cell: c, Count: int64(i + 1), ExpiresAt: now + 60_000})
 		rows++
 	}
-	var batch []global.Count // two statements of 4 rows, changed at one instant each
-	for i := range 8 {
+	var batch []global.Count // 3 rows in statements of a page's 2 rows at most
+	for i := range 10 {
 		c := testCell(fmt.Sprintf("chunk-%02d", i), seq)
 		want[c] = 7
 		batch = append(batch, global.Count{Cell: c, Count: 7, ExpiresAt: now + 60_000})
 	}
 	publish("a", batch...)
-	rows += len(batch)
+	rows += 3
 
 	entries := map[global.Entry]int64{} // the highest count read of each (cell, region)
 	var cursor global.Cursor
 	pulls := 0
-	for ; pulls < 20; pulls++ {
+	for ; pulls < 100; pulls++ {
 		p, err := s.Pull(ctx, "b", cursor, now, 1000)
 		if err != nil {
 			t.Fatal(err)
@@ -453,8 +490,8 @@ func TestPullPages(t *testing.T) {
 		if len(p.Entries) == 0 {
 			break
 		}
-		if len(p.Entries) > pageRows+chunkRows-1 {
-			t.Fatalf("pull %d read %d cells, want at most a page of %d rows and the rest of a statement", pulls, len(p.Entries), pageRows)
+		if len(p.Entries) > 2*chunkRows {
+			t.Fatalf("pull %d read %d cells, want at most a page of 2 rows", pulls, len(p.Entries))
 		}
 		if p.Next <= cursor {
 			t.Fatalf("pull %d: cursor %d does not move on from %d", pulls, p.Next, cursor)
@@ -469,8 +506,8 @@ func TestPullPages(t *testing.T) {
 	for k, n := range entries {
 		got[k.Cell] += n
 	}
-	if pulls < rows/pageRows {
-		t.Errorf("%d pulls read %d changed rows: want pages of %d", pulls, rows, pageRows)
+	if pulls < rows/2 {
+		t.Errorf("%d pulls read %d rows: want pages of 2", pulls, rows)
 	}
 	for c, n := range want {
 		if got[c] != n {
@@ -483,8 +520,8 @@ func TestPullPages(t *testing.T) {
 // and pagedAfter of now reads every changed cell at once, however many;
 // from an older cursor it reads a page.
 func TestPullPagesOnlyFromAnOldCursor(t *testing.T) {
-	const pageRows = 10
-	s := openStore(t, Config{PageRows: pageRows})
+	const pageRows = 10 // two rows of 5 cells
+	s := openStore(t, Config{PageRows: pageRows, ChunkRows: 5})
 	wall := time.Now().UnixMilli()
 	var counts []global.Count
 	for i := range 25 {

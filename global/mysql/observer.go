@@ -51,12 +51,16 @@ const (
 type Call struct {
 	Op      Op
 	Outcome Outcome
-	// Rows is the number of rows the call wrote (Publish: counter rows
-	// sent, after merging duplicate cells and dropping counts under 1;
-	// Announce: 1; EmitDenials: denial rows sent; Cleanup: rows deleted) or
-	// read (Pull: cells; Denials: denials), counted up to the point where
-	// it failed.
+	// Rows is the number of rows the call wrote (Publish: batch rows;
+	// Announce: 1; EmitDenials: denial rows sent; Cleanup: rows deleted)
+	// or read (Pull: batch rows; Denials: denials; PullWithDenials: both),
+	// counted up to the point where it failed.
 	Rows int
+	// Cells is the number of cells' counts the batch rows of a Publish or
+	// a pull carried (a pull: those still active, each (cell, region)
+	// once, the highest count read), after merging a Publish's duplicate
+	// cells and dropping its counts under 1; 0 for the other calls.
+	Cells int
 	// Statements is the number of SQL statements the call sent.
 	Statements int
 	Elapsed    time.Duration

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/origin"
 )
 
-// read is the answer of one read statement (see readCells): the entries and
-// the denials it returned, and its clock row.
+// read is the answer of one read statement (see readBatches): the entries
+// and the denials it returned, and its clock row.
 type read struct {
 	entries []global.Entry
+	at      map[entryKey]int // the index in entries of each (cell, region)
 	denials []global.Denial
 	// clock is the database clock at the statement's start, µs since the
 	// epoch; on a replica (witness), the witness (see witnessExpr).
@@ -24,6 +26,15 @@ type read struct {
 	// pageRows is the number of rows a pull's page took, and pageLast the
 	// changed_at of the last of them, µs since the epoch (see readPage).
 	pageRows, pageLast int64
+	// rows counts the batch rows read, and bad those whose payload did not
+	// decode (their cells before the fault are kept).
+	rows, bad int
+}
+
+// entryKey is a (cell, region): one G-Counter entry.
+type entryKey struct {
+	cell   origin.Cell
+	region string
 }
 
 // run sends the read statement query with args and scans its rows into r.
@@ -37,24 +48,24 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 	clocks := 0
 	for rows.Next() {
 		var kind rowKind
-		var ws, ns, id, region []byte
-		var dur, seq, a, b, expires, pageRows, pageLast sql.NullInt64
-		if err := rows.Scan(&kind, &ws, &ns, &id, &dur, &seq, &a, &b, &region, &expires, &pageRows, &pageLast); err != nil {
+		var a, b, c, region []byte
+		var d, e, f, g, expires, pageRows, pageLast sql.NullInt64
+		if err := rows.Scan(&kind, &a, &b, &c, &d, &e, &f, &g, &region, &expires, &pageRows, &pageLast); err != nil {
 			return err
 		}
 		switch kind {
-		case kindCell:
+		case kindBatch:
+			r.rows++
 			r.pageRows += pageRows.Int64
 			r.pageLast = max(r.pageLast, pageLast.Int64)
-			if expires.Int64 <= r.now {
-				continue // expired: read for the page's count only
+			if expires.Int64 > r.now {
+				r.addBatch(string(region), a)
 			}
-			r.entries = append(r.entries, global.Entry{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64), Region: string(region), Count: a.Int64})
 		case kindDenial:
-			r.denials = append(r.denials, global.Denial{Cell: cellOf(ws, ns, id, dur.Int64, seq.Int64),
-				Limit: a.Int64, Usage: b.Int64, Region: string(region), ExpiresAt: expires.Int64})
+			r.denials = append(r.denials, global.Denial{Cell: cellOf(a, b, c, d.Int64, e.Int64),
+				Limit: f.Int64, Usage: g.Int64, Region: string(region), ExpiresAt: expires.Int64})
 		case kindClock:
-			r.clock, r.regions = a.Int64, int(b.Int64)
+			r.clock, r.regions = f.Int64, int(g.Int64)
 			clocks++
 		}
 	}
@@ -64,8 +75,28 @@ func (r *read) run(ctx context.Context, t *tally, db *sql.DB, query string, args
 	if clocks != 1 {
 		return errNoClock
 	}
-	t.rows = len(r.entries) + len(r.denials)
+	t.rows, t.cells = r.rows+len(r.denials), len(r.entries)
 	return nil
+}
+
+// addBatch adds the active cells of region's batch row payload to the
+// entries, keeping the highest count of each (cell, region).
+func (r *read) addBatch(region string, payload []byte) {
+	if r.at == nil {
+		r.at = make(map[entryKey]int)
+	}
+	err := decodeBatch(payload, r.now, func(c origin.Cell, n int64) {
+		k := entryKey{c, region}
+		if i, ok := r.at[k]; ok {
+			r.entries[i].Count = max(r.entries[i].Count, n)
+			return
+		}
+		r.at[k] = len(r.entries)
+		r.entries = append(r.entries, global.Entry{Cell: c, Region: region, Count: n})
+	})
+	if err != nil {
+		r.bad++
+	}
 }
 
 // bound returns the cursor for the next read of what is not paged (the

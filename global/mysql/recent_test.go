@@ -48,7 +48,7 @@ func TestRecentPulls(t *testing.T) {
 	// (whole.Next is that clock less CursorOverlap) and committed after it.
 	publish("late")
 	stamp := cursorTime(int64(whole.Next) + (DefaultCursorOverlap - 2*time.Second).Microseconds())
-	if _, err := s.db.Exec(fmt.Sprintf("UPDATE %scounters SET changed_at = ? WHERE identifier = 'late'", s.cfg.TablePrefix), stamp); err != nil {
+	if _, err := s.db.Exec(fmt.Sprintf("UPDATE %sbatches SET changed_at = ? ORDER BY id DESC LIMIT 1", s.cfg.TablePrefix), stamp); err != nil {
 		t.Fatal(err)
 	}
 	publish("second")

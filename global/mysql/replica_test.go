@@ -396,7 +396,7 @@ func testReplicaRoutes(t *testing.T, p *replicaPair) {
 	must(t, rep.Publish(ctx, "eu", counts(now, map[origin.Cell]int64{x: 1}), now))
 	must(t, rep.Announce(ctx, "eu", now))
 	must(t, rep.EmitDenials(ctx, denialsOf(now, "eu", z)))
-	if n := onPrimary(t, p, rep, `SELECT (SELECT COUNT(*) FROM {p}counters WHERE region = 'eu')
+	if n := onPrimary(t, p, rep, `SELECT (SELECT COUNT(*) FROM {p}batches WHERE region = 'eu')
   + (SELECT COUNT(*) FROM {p}blocklist WHERE region = 'eu') + (SELECT COUNT(*) FROM {p}regions WHERE region = 'eu')`); n != 3 {
 		t.Fatalf("the primary holds %d of the 3 rows the store wrote", n)
 	}
@@ -414,8 +414,8 @@ func testReplicaRoutes(t *testing.T, p *replicaPair) {
 
 	p.pause(t)
 	must(t, prim.Publish(ctx, "us", counts(now, map[origin.Cell]int64{x: 9}), now))
-	if n := onPrimary(t, p, rep, "SELECT SUM(count) FROM {p}counters WHERE region = 'us'"); n != 13 {
-		t.Fatalf("the primary holds counts of us adding up to %d, want 13", n)
+	if n := onPrimary(t, p, rep, "SELECT SUM(cells) FROM {p}batches WHERE region = 'us'"); n != 3 {
+		t.Fatalf("the primary holds %d cells' counts of us, want 3 (x and y, then x)", n)
 	}
 	must(t, describe(pulled(t, rep, "eu"), want)) // the replica's rows, not the primary's
 	p.resume(t)
@@ -505,7 +505,7 @@ func testReplicaPaused(t *testing.T, p *replicaPair) {
 // denial: the lag delayed rows, it lost none.
 func testReplicaLagging(t *testing.T, p *replicaPair, pageRows int, nowMS int64) {
 	const steps = 80
-	prim, rep := p.stores(t, Config{CursorOverlap: 300 * time.Millisecond, PageRows: pageRows})
+	prim, rep := p.stores(t, Config{CursorOverlap: 300 * time.Millisecond, PageRows: pageRows, ChunkRows: 1}) // a page is pageRows rows
 	f := newFollower(rep, "eu", nowMS)
 	hot := testCell("hot", seq)
 	want := map[origin.Cell]int64{}
