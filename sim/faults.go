@@ -219,12 +219,46 @@ type globalCounts struct {
 	// the statements of each call (global/mysql: a pull or a read of
 	// denials 1, an announce 1, a cleanup 5) and a publish's batch rows
 	// and statements (mysql.PublishCost; a publish of no row sends
-	// nothing), a row per denial.
+	// nothing), a row per cell's first denial, a statement per chunk of
+	// denials sent.
 	rows, statements atomic.Int64
 	// rowsRead is what the MySQL store's reads would read (see readRows).
 	rowsRead atomic.Int64
 	// changes is what its pulls would read (see changeLog).
 	changes changeLog
+	// denied holds the cells with a denial row, until they expire.
+	deniedMu sync.Mutex
+	denied   map[origin.Cell]int64 // the row's ExpiresAt
+}
+
+// newDenialRows returns how many of denials insert a row, as the MySQL
+// store's first-row-wins upserts do: those of a cell without one (the
+// first of a call), which it records.
+func (g *globalCounts) newDenialRows(denials []global.Denial) int {
+	g.deniedMu.Lock()
+	defer g.deniedMu.Unlock()
+	if g.denied == nil {
+		g.denied = map[origin.Cell]int64{}
+	}
+	n := 0
+	for _, d := range denials {
+		if _, ok := g.denied[d.Cell]; !ok {
+			g.denied[d.Cell] = d.ExpiresAt
+			n++
+		}
+	}
+	return n
+}
+
+// forgetDenials forgets the cells whose denial rows expired by now.
+func (g *globalCounts) forgetDenials(now int64) {
+	g.deniedMu.Lock()
+	defer g.deniedMu.Unlock()
+	for c, exp := range g.denied {
+		if exp <= now {
+			delete(g.denied, c)
+		}
+	}
 }
 
 // readRows counts the rows a read of the MySQL store reads, as MariaDB's
@@ -377,10 +411,15 @@ func (f *faultyGlobal) EmitDenials(ctx context.Context, denials []global.Denial)
 		return global.ErrUnavailable
 	}
 	f.n.denials.Add(int64(len(denials)))
-	f.n.wrote(len(denials), 0)
+	// Each denial sent reads its cell's row (an upsert); only the first
+	// of a cell inserts one (see newDenialRows).
+	f.n.rowsRead.Add(int64(len(denials)))
+	f.n.statements.Add(int64((len(denials) + mysqlChunkRows - 1) / mysqlChunkRows))
 	denials = slices.Clone(denials)
 	return f.write(ctx, func(ctx context.Context, now int64) error {
-		f.n.changes.addDenials(now, len(denials))
+		n := f.n.newDenialRows(denials)
+		f.n.rows.Add(int64(n))
+		f.n.changes.addDenials(now, n)
 		return f.Store.EmitDenials(ctx, denials)
 	})
 }
@@ -404,6 +443,7 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 		return 0, global.ErrUnavailable
 	}
 	f.n.wrote(0, 5) // take the named lock, delete expired batch rows and denials, look for rows to merge, release it
+	f.n.forgetDenials(now)
 	return f.Store.Cleanup(ctx, now, batch)
 }
 
