@@ -21,7 +21,7 @@ import (
 )
 
 // globalTables are the tables a global/mysql store creates.
-var globalTables = []string{"batches", "blocklist", "regions", "schema_version"}
+var globalTables = []string{"batches", "counters", "blocklist", "regions", "schema_version"}
 
 // globalPrefix returns a table prefix of the test's own and drops its tables
 // when the test ends.

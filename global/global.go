@@ -104,10 +104,10 @@ type Denial struct {
 // safe for concurrent use. Times are Unix milliseconds of the limiter's
 // clock, passed in by the caller, so a simulation can run in virtual time.
 type Store interface {
-	// Publish records region's counts: for each cell, the stored count
-	// becomes max(stored, new). Rows of one call are written in a fixed
-	// order (by cell, then region) so that concurrent writers never
-	// deadlock. Publishing does not announce region: the caller announces
+	// Publish records region's counts: for each cell, region's entry
+	// becomes max(stored, new), however the store keeps it (global/mysql:
+	// rows of many cells, appended). Concurrent writers never deadlock.
+	// Publishing does not announce region: the caller announces
 	// it through Announce, which it does every few intervals whether it
 	// publishes or not (a store may also count a region that publishes as
 	// present, as one that announces).
@@ -140,9 +140,10 @@ type Store interface {
 	Denials(ctx context.Context, region string, cursor Cursor, now int64) ([]Denial, Cursor, error)
 
 	// Cleanup deletes rows of both kinds that expired before now, at most
-	// batch rows per statement, and returns how many it deleted. Only one
-	// caller at a time does the work (a database lock); the others return
-	// at once with 0.
+	// batch rows per statement, and returns how many it deleted; a store
+	// may also merge rows into fewer, leaving every entry as it was. Only
+	// one caller at a time does the work (a database lock); the others
+	// return at once with 0.
 	Cleanup(ctx context.Context, now int64, batch int) (int, error)
 
 	// Close releases the store. It is idempotent.

@@ -217,7 +217,7 @@ type globalCounts struct {
 	calls, failed, published, denials, announced atomic.Int64
 	// rows and statements are what the MySQL store would write and run:
 	// the statements of each call (global/mysql: a pull or a read of
-	// denials 1, an announce 1, a cleanup 5) and a publish's batch rows
+	// denials 1, an announce 1, a cleanup 6) and a publish's batch rows
 	// and statements (mysql.PublishCost; a publish of no row sends
 	// nothing), a row per cell's first denial, a statement per chunk of
 	// denials sent.
@@ -442,7 +442,7 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 	if f.call(ctx) {
 		return 0, global.ErrUnavailable
 	}
-	f.n.wrote(0, 5) // take the named lock, delete expired batch rows and denials, look for rows to merge, release it
+	f.n.wrote(0, 6) // take the named lock, delete expired batch rows, denials and legacy rows, look for rows to merge, release it
 	f.n.forgetDenials(now)
 	return f.Store.Cleanup(ctx, now, batch)
 }

@@ -5,12 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 )
 
 // Cleanup implements [global.Store]. On a connection of its own it takes a
 // named lock without waiting (GET_LOCK with timeout 0); if another node
 // holds it, Cleanup returns 0 at once. Otherwise it deletes expired batch
-// rows, then expired denials, batch rows per DELETE, each table until a
+// rows, then expired denials, then the expired rows of the per-entry
+// counters table that earlier releases wrote, batch rows per DELETE, each table until a
 // DELETE removes fewer than batch rows; then it compacts the old rows of
 // long windows (see compactAge), and releases the lock on the same
 // connection. It returns the rows deleted (expired, or merged into fewer
@@ -37,14 +40,21 @@ func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) 
 			t.statements++
 			err = errors.Join(err, releaseLock(conn, s.cleanup))
 		}()
-		for _, q := range []string{s.q.deleteBatches, s.q.deleteDenials} {
-			if err := deleteExpired(ctx, t, conn, q, now, batch); err != nil {
+		for _, q := range []string{s.q.deleteBatches, s.q.deleteDenials, s.q.deleteLegacy} {
+			if err := deleteExpired(ctx, t, conn, q, now, batch); err != nil && !(q == s.q.deleteLegacy && tableMissing(err)) {
 				return err
 			}
 		}
 		return s.compact(ctx, t, conn, now)
 	})
 	return deleted, err
+}
+
+// tableMissing reports whether err is MySQL's error 1146, "table doesn't
+// exist": the earlier releases' counters table, dropped by hand.
+func tableMissing(err error) bool {
+	me, ok := errors.AsType[*mysqldriver.MySQLError](err)
+	return ok && me.Number == 1146
 }
 
 // deleteExpired runs the DELETE … LIMIT batch query q until it removes

@@ -82,3 +82,22 @@ func pullEntries(t *testing.T, s *Store, now int64) map[string]int64 {
 	}
 	return out
 }
+
+// TestCleanupDrainsLegacyRows: Cleanup deletes the expired rows of the
+// per-entry counters table that earlier releases wrote, and goes on when
+// that table was dropped.
+func TestCleanupDrainsLegacyRows(t *testing.T) {
+	s := openStore(t, Config{})
+	legacy := s.cfg.TablePrefix + "counters"
+	_, err := s.db.Exec("INSERT INTO "+legacy+" (id_hash, duration_ms, seq, region, workspace, namespace, identifier, count, expires_at, changed_at) "+
+		"VALUES (?, 60000, 1, 'a', 'w', 'n', 'i', 3, ?, UTC_TIMESTAMP(6))", make([]byte, 32), now-1)
+	must(t, err)
+	if n, err := s.Cleanup(ctx, now, 100); err != nil || n != 1 {
+		t.Fatalf("Cleanup = %d, %v; want the legacy row deleted", n, err)
+	}
+	_, err = s.db.Exec("DROP TABLE " + legacy)
+	must(t, err)
+	if n, err := s.Cleanup(ctx, now, 100); err != nil || n != 0 {
+		t.Fatalf("Cleanup without the legacy table = %d, %v; want 0, nil", n, err)
+	}
+}

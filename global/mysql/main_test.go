@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 // tables are the tables a store creates, dropped after each test.
-var tables = []string{"batches", "blocklist", "regions", "schema_version"}
+var tables = []string{"batches", "counters", "blocklist", "regions", "schema_version"}
 
 // newPrefix returns a table prefix unique to this test run, so tests and
 // packages sharing the database never see each other's rows.

@@ -92,6 +92,7 @@ type queries struct {
 	batches, denials             batchInsert
 	primary, replica             reads // the reads on the primary, on a replica
 	deleteBatches, deleteDenials string
+	deleteLegacy                 string // the expired rows of the earlier releases' counters table
 	compaction                   compactionQueries
 }
 
@@ -146,6 +147,7 @@ func newQueries(prefix string) queries {
 		primary:       newReads(r, readClock, readClockRegions, false),
 		replica:       newReads(r, readWitness, readWitnessRegions, true),
 		deleteBatches: r.Replace("DELETE FROM {p}batches WHERE expires_at <= ? LIMIT ?"),
+		deleteLegacy:  r.Replace("DELETE FROM {p}counters WHERE expires_at <= ? LIMIT ?"),
 		compaction:    newCompactionQueries(r),
 		deleteDenials: r.Replace("DELETE FROM {p}blocklist WHERE expires_at <= ? LIMIT ?"),
 	}

@@ -4,10 +4,9 @@
 -- level is 0 for a publish's rows and L+1 for the rows Cleanup merges from
 -- rows of level L (compaction). expires_at is the latest expiry of the
 -- row's cells; changed_at (database clock, UTC) is when it was written.
--- The per-cell counters table is dropped: its rows were transient (they
--- expire with their windows), and a node of an older version writing to it
--- finds it gone, fails its global calls and limits on its region alone
--- until it is upgraded.
+-- The per-entry counters table of earlier releases stays, for their nodes
+-- during a rolling upgrade; Cleanup drains its expired rows, and a later
+-- release drops it.
 CREATE TABLE IF NOT EXISTS {p}batches (
     id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
     region      VARBINARY(255)  NOT NULL,
@@ -20,8 +19,6 @@ CREATE TABLE IF NOT EXISTS {p}batches (
     KEY {p}batches_changed_at (changed_at),
     KEY {p}batches_expires_at (expires_at)
 ) ENGINE=InnoDB;
-
-DROP TABLE IF EXISTS {p}counters;
 
 -- Pulls count the regions seen lately: an index on last_seen reads those
 -- alone, not every region that ever announced itself.
