@@ -120,17 +120,21 @@ func (s *Store) merge(ctx context.Context, t *tally, conn *sql.Conn, g compactGr
 	if err != nil || len(ids) < 2 {
 		return err
 	}
+	// No statement is sent again after a deadlock, as exec would: InnoDB
+	// rolls the whole transaction back, and the next Cleanup merges again.
 	for _, stmt := range statements(packBatches(counts, s.cfg.ChunkRows), s.pageBatches()) {
 		args := make([]any, 0, 5*len(stmt))
 		for _, b := range stmt {
 			args = append(args, g.region, b.cells, b.payload, b.expiresAt, g.level+1)
 		}
-		if _, err := exec(ctx, t, tx, s.q.compaction.insert.statement(len(stmt)), args...); err != nil {
+		t.statements++
+		if _, err := tx.ExecContext(ctx, s.q.compaction.insert.statement(len(stmt)), args...); err != nil {
 			return err
 		}
 	}
 	del := s.q.compaction.deleteHead + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
-	res, err := exec(ctx, t, tx, del, ids...)
+	t.statements++
+	res, err := tx.ExecContext(ctx, del, ids...)
 	if err != nil {
 		return err
 	}
