@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -44,6 +45,7 @@ const (
 func rlsServerOptions(creds credentials.TransportCredentials) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.Creds(creds),
+		grpc.NumStreamWorkers(rlsStreamWorkers()),
 		grpc.MaxConcurrentStreams(rlsMaxStreams),
 		grpc.MaxHeaderListSize(rlsMaxHeaderBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -56,6 +58,16 @@ func rlsServerOptions(creds credentials.TransportCredentials) []grpc.ServerOptio
 			PermitWithoutStream: true,
 		}),
 	}
+}
+
+// rlsStreamWorkers is the number of goroutines that serve the calls of
+// --rls-addr, kept from call to call (16 per core): a call finds its worker's
+// stack grown already, where a goroutine of its own grows a new one at every
+// call (runtime.morestack; docs/benchmarks/envoy-rls.md measures what that
+// costs). A call that finds every worker busy gets a goroutine of its own,
+// as without workers.
+func rlsStreamWorkers() uint32 {
+	return uint32(16 * runtime.GOMAXPROCS(0))
 }
 
 // rlsCredentials are the transport credentials of --rls-addr: TLS with
