@@ -28,14 +28,16 @@ type globalWork struct {
 // TestGlobalWorkGrowsWithRegions runs two regions of `sluice serve` on one
 // MariaDB (each region on its own Redis database, a round every third of a
 // second), first with one node per region, then with three, under the same
-// load at the limits (spreadLoadAt: 200 identifiers, 50 per 10 s each, every
-// request to a node of either region at random) for 20 s (with 10 s, the
-// rows read of the two runs came 11% apart once, by chance). One node of each
+// load at the limits (spreadLoadAt: 200 identifiers, 50 per 12 s each, every
+// request to a node of either region at random) for two windows, 24 s: two
+// of a leader's cleanups (one every 12 intervals), which read the rows they
+// delete; over 20 s one run could hold one and the other two, 10% of the
+// rows read now that rows carry many cells. One node of each
 // region, its leader, talks to MariaDB, so the statements and rows read a
 // second (MariaDB's Com_* and Handler_read_* counters) are the same, within
 // 10%, with one node per region and with three; both match the simulation
 // of the same requests (sim.RunTrace) within 20% (the simulation counts the
-// rows the store's pulls read over their overlap: sim/mysqlreads.go).
+// batch rows the store's reads read over their overlap: sim/mysqlreads.go).
 // Halfway through the
 // three-node run the leader of the first region is killed (SIGKILL): another
 // node of the region reports itself leader within two intervals, every
@@ -43,7 +45,7 @@ type globalWork struct {
 // of a cell passes what the region's Redis holds (nothing written twice).
 func TestGlobalWorkGrowsWithRegions(t *testing.T) {
 	if testing.Short() {
-		t.Skip("two runs of 20 s on real processes")
+		t.Skip("two runs of 24 s on real processes")
 	}
 	var one, three globalWork
 	t.Run("one node per region", func(t *testing.T) { one = globalRun(t, 1, false) }) // its processes stop with it
@@ -70,7 +72,7 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 	const (
 		ids      = 200
 		limit    = 50
-		d        = 10 * time.Second
+		d        = 12 * time.Second // a run of two windows holds two of a leader's cleanups (every 12 intervals)
 		run      = 2 * d
 		interval = time.Second
 	)

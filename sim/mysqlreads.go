@@ -30,7 +30,7 @@ type changeLog struct {
 	// denials holds when each denial row was written, oldest first, and
 	// denialReads each region's last read of denials (ms).
 	denials     []int64
-	denialReads map[string]int64
+	denialReads map[string]pullMarks
 }
 
 // rowsWritten is a publish's batch rows, written at at (ms of the virtual
@@ -68,19 +68,7 @@ func (l *changeLog) readRows(region string, now int64) int {
 	if l.pulls == nil {
 		l.pulls = map[string]pullMarks{}
 	}
-	from := int64(-1 << 62) // a first pull reads every active row
-	m, ok := l.pulls[region]
-	switch {
-	case ok && now >= m.whole && now-m.whole < mysqlCursorOverlap:
-		from = m.last - mysqlRecentOverlap
-		m.last = now
-	case ok:
-		from = m.whole - mysqlCursorOverlap
-		m = pullMarks{last: now, whole: now}
-	default:
-		m = pullMarks{last: now, whole: now}
-	}
-	l.pulls[region] = m
+	from := nextRead(l.pulls, region, now)
 	i := sort.Search(len(l.changes), func(i int) bool { return l.changes[i].at > from })
 	n := 0
 	for _, c := range l.changes[i:] {
@@ -102,20 +90,18 @@ func (l *changeLog) addDenials(now int64, n int) {
 }
 
 // readDenialRows returns how many denial rows a read of denials by region
-// at now reads: the rows of every region written since its cursor, the
-// clock of its last read less mysqlCursorOverlap (the store reads denials
-// back over the whole overlap every time), or every row at its first.
+// at now reads: the rows of every region written since its starting
+// point, which the store moves as it does a pull's (see readRows: recent
+// reads from the last read less mysqlRecentOverlap, whole ones every
+// mysqlCursorOverlap from the last whole read less mysqlCursorOverlap), or
+// every row at its first.
 func (l *changeLog) readDenialRows(region string, now int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.denialReads == nil {
-		l.denialReads = map[string]int64{}
+		l.denialReads = map[string]pullMarks{}
 	}
-	from := int64(-1 << 62)
-	if last, ok := l.denialReads[region]; ok {
-		from = last - mysqlCursorOverlap
-	}
-	l.denialReads[region] = now
+	from := nextRead(l.denialReads, region, now)
 	i := sort.Search(len(l.denials), func(i int) bool { return l.denials[i] > from })
 	j := sort.Search(len(l.denials), func(j int) bool { return l.denials[j] > now })
 	if keep := sort.Search(len(l.denials), func(k int) bool { return l.denials[k] > now-3*mysqlCursorOverlap }); keep > len(l.denials)/2 {
@@ -123,6 +109,27 @@ func (l *changeLog) readDenialRows(region string, now int64) int {
 		i, j = max(i-keep, 0), j-keep
 	}
 	return j - i
+}
+
+// nextRead records a read of region at now in marks and returns where it
+// reads from: the last read's time less mysqlRecentOverlap while the last
+// whole read is under mysqlCursorOverlap old, else (a whole read) the last
+// whole read's less mysqlCursorOverlap, or everything at the first.
+func nextRead(marks map[string]pullMarks, region string, now int64) int64 {
+	from := int64(-1 << 62)
+	m, ok := marks[region]
+	switch {
+	case ok && now >= m.whole && now-m.whole < mysqlCursorOverlap:
+		from = m.last - mysqlRecentOverlap
+		m.last = now
+	case ok:
+		from = m.whole - mysqlCursorOverlap
+		m = pullMarks{last: now, whole: now}
+	default:
+		m = pullMarks{last: now, whole: now}
+	}
+	marks[region] = m
+	return from
 }
 
 // trim drops the changes older than any region's next pull reads from

@@ -205,7 +205,8 @@ func (s *Store) Pull(ctx context.Context, region string, cursor global.Cursor, n
 }
 
 // PullWithDenials implements [global.PullerWithDenials]: Pull and Denials
-// in one statement, whose clock gives both cursors.
+// in one statement, whose clock gives both cursors. Reads of denials are
+// recent or whole as pulls are (see recentReads), each kind on its own.
 func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, denialCursor global.Cursor, now, activeFor int64) (global.Pull, []global.Denial, global.Cursor, error) {
 	if err := checkRegion(region); err != nil {
 		return global.Pull{}, nil, denialCursor, err
@@ -213,7 +214,8 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	r := read{now: now, witness: s.rq.witness}
 	from, whole := s.recent.from(region, cursor, now, s.cfg.CursorOverlap)
 	query, args, paged := s.pullStatement(s.rq.both, s.rq.bothPage, region, from, now)
-	args = append(args, cursorTime(int64(denialCursor)), now, []byte(region), // the denials
+	denialFrom, denialsWhole := s.denied.from(region, denialCursor, now, s.cfg.CursorOverlap)
+	args = append(args, cursorTime(int64(denialFrom)), now, []byte(region), // the denials
 		now-activeFor, []byte(region)) // the clock and the regions
 	err := s.do(ctx, OpPullWithDenials, func(ctx context.Context, t *tally) error {
 		return r.run(ctx, t, s.reads, query, args...)
@@ -224,7 +226,8 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 	s.logBad(&r)
 	full := paged && r.pageRows >= int64(s.pageBatches())
 	p := s.recent.after(region, cursor, whole, full, now, r.clock, s.pulled(&r, from))
-	return p, r.denials, r.bound(denialCursor, s.cfg.CursorOverlap), nil
+	next := s.denied.next(region, denialCursor, denialsWhole, false, now, r.clock, r.bound(denialFrom, s.cfg.CursorOverlap))
+	return p, r.denials, next, nil
 }
 
 // pagedAfter is how much older than now, beyond Config.CursorOverlap, a

@@ -68,18 +68,21 @@ func denialRows(denials []global.Denial) ([]denialRow, skips) {
 // Denials implements [global.Store]. Like Pull, in one statement it reads
 // the rows of other regions created after the cursor that are still active
 // at now, and the database clock at the statement's start; the cursor it
-// returns is the clock minus Config.CursorOverlap. With Config.ReadDSN it
-// reads the replica, and the cursor is bounded as Pull's is.
+// returns is the clock minus Config.CursorOverlap. Like pulls, most reads
+// are recent (see recentReads): they read from the last read's clock less
+// a second, and return the cursor passed in. With Config.ReadDSN it reads
+// the replica, and the cursor is bounded as Pull's is.
 func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor, error) {
 	if err := checkRegion(region); err != nil {
 		return nil, cursor, err
 	}
 	r := read{witness: s.rq.witness}
+	from, whole := s.denied.from(region, cursor, now, s.cfg.CursorOverlap)
 	err := s.do(ctx, OpDenials, func(ctx context.Context, t *tally) error {
-		return r.run(ctx, t, s.reads, s.rq.denials, cursorTime(int64(cursor)), now, []byte(region))
+		return r.run(ctx, t, s.reads, s.rq.denials, cursorTime(int64(from)), now, []byte(region))
 	})
 	if err != nil {
 		return nil, cursor, err
 	}
-	return r.denials, r.bound(cursor, s.cfg.CursorOverlap), nil
+	return r.denials, s.denied.next(region, cursor, whole, false, now, r.clock, r.bound(from, s.cfg.CursorOverlap)), nil
 }

@@ -68,6 +68,7 @@ type Store struct {
 	// every change (see pulled), or -1.
 	stuck    atomic.Int64
 	recent   recentReads // the pulls made, for the next one (see recentReads)
+	denied   recentReads // the reads of denials made, for the next one
 	cfg      Config
 	q        queries
 	cleanup  string // GET_LOCK name of Cleanup

@@ -18,7 +18,8 @@ const recentOverlap = time.Second
 // server (its own region), a few in tests and simulations.
 const maxRecentRegions = 64
 
-// recentReads remembers, per region, the pulls a Store made, so that most
+// recentReads remembers, per region, the pulls a Store made (or its reads
+// of denials: a Store keeps one recentReads for each), so that most
 // pulls read only what changed since the last one, less recentOverlap,
 // rather than the whole CursorOverlap of every change before it: the
 // overlap made a leader pulling three times a second read each changed row
@@ -70,6 +71,15 @@ func (rr *recentReads) from(region string, cursor global.Cursor, now int64, over
 // recent pull returns cursor. A pull that read a full page (paged) is
 // forgotten: the pull after it is whole, from where the page ended.
 func (rr *recentReads) after(region string, cursor global.Cursor, whole, paged bool, now, clock int64, p global.Pull) global.Pull {
+	p.Next = rr.next(region, cursor, whole, paged, now, clock, p.Next)
+	return p
+}
+
+// next records a read of region from cursor at now, whole or not, whose
+// clock was clock and whose next cursor, read whole, would be next, and
+// returns the cursor the caller gets: next for a whole read, cursor for a
+// recent one. A read that took a full page (paged) is forgotten.
+func (rr *recentReads) next(region string, cursor global.Cursor, whole, paged bool, now, clock int64, next global.Cursor) global.Cursor {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	switch {
@@ -79,12 +89,12 @@ func (rr *recentReads) after(region string, cursor global.Cursor, whole, paged b
 		if rr.m == nil || len(rr.m) >= maxRecentRegions {
 			rr.m = make(map[string]recentRead)
 		}
-		rr.m[region] = recentRead{next: p.Next, clock: clock, wholeAt: now}
+		rr.m[region] = recentRead{next: next, clock: clock, wholeAt: now}
 	default:
 		last := rr.m[region]
 		last.clock = max(last.clock, clock)
 		rr.m[region] = last
-		p.Next = cursor
+		next = cursor
 	}
-	return p
+	return next
 }

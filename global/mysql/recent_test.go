@@ -124,3 +124,67 @@ func TestRecentReadsFrom(t *testing.T) {
 		t.Error("after a paged pull, the next pull is not whole")
 	}
 }
+
+// TestRecentDenialReads: reads of denials are recent or whole as pulls
+// are: a recent read reads only what was created since the last read less
+// a second, and returns the cursor it was given; a denial row that
+// committed late is read by the next whole read.
+func TestRecentDenialReads(t *testing.T) {
+	s := openStore(t, Config{})
+	wall := time.Now().UnixMilli()
+	emitOne := func(id string) {
+		t.Helper()
+		d := global.Denial{Cell: testCell(id, wall/60_000), Limit: 5, Region: "a", ExpiresAt: wall + 120_000}
+		if err := s.EmitDenials(ctx, []global.Denial{d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(cursor global.Cursor, at int64) (global.Cursor, map[string]bool) {
+		t.Helper()
+		ds, next, err := s.Denials(ctx, "b", cursor, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, d := range ds {
+			got[d.Cell.Identifier] = true
+		}
+		return next, got
+	}
+	emitOne("first")
+	whole, got := read(0, wall)
+	if !got["first"] {
+		t.Fatalf("the first read read %v", got)
+	}
+	emitOne("late")
+	stamp := cursorTime(int64(whole) + (DefaultCursorOverlap - 2*time.Second).Microseconds())
+	if _, err := s.db.Exec(fmt.Sprintf("UPDATE %sblocklist SET created_at = ? WHERE identifier = 'late'", s.cfg.TablePrefix), stamp); err != nil {
+		t.Fatal(err)
+	}
+	emitOne("second")
+	for _, tc := range []struct {
+		name     string
+		at       int64 // the limiter's clock, ms after the whole read
+		want     []string
+		dontWant []string
+		whole    bool
+	}{
+		{"recent: what was created since", 300, []string{"second"}, []string{"late"}, false},
+		{"the overlap after the whole read: whole", DefaultCursorOverlap.Milliseconds(), []string{"late", "second", "first"}, nil, true},
+	} {
+		next, got := read(whole, wall+tc.at)
+		for _, id := range tc.want {
+			if !got[id] {
+				t.Errorf("%s: %q not read (read %v)", tc.name, id, got)
+			}
+		}
+		for _, id := range tc.dontWant {
+			if got[id] {
+				t.Errorf("%s: %q read (read %v)", tc.name, id, got)
+			}
+		}
+		if moved := next != whole; moved != tc.whole {
+			t.Errorf("%s: cursor %d from %d: a whole read's %v, want %v", tc.name, next, whole, moved, tc.whole)
+		}
+	}
+}
