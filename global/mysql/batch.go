@@ -154,19 +154,15 @@ func (d *batchDecoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *batchDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.p)
-	if n <= 0 {
-		d.fail("a number is cut short or overflows")
-		d.p = nil
-		return 0
-	}
-	d.p = d.p[n:]
-	return v
-}
+// uvarint reads an unsigned varint.
+func (d *batchDecoder) uvarint() uint64 { return number(d, binary.Uvarint) }
 
-func (d *batchDecoder) varint() int64 {
-	v, n := binary.Varint(d.p)
+// varint reads a zigzag varint.
+func (d *batchDecoder) varint() int64 { return number(d, binary.Varint) }
+
+// number reads a number with read (binary.Uvarint or binary.Varint).
+func number[T uint64 | int64](d *batchDecoder, read func([]byte) (T, int)) T {
+	v, n := read(d.p)
 	if n <= 0 {
 		d.fail("a number is cut short or overflows")
 		d.p = nil

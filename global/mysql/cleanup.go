@@ -57,20 +57,28 @@ func tableMissing(err error) bool {
 	return ok && me.Number == 1146
 }
 
+// deleted returns a function that adds the rows a DELETE's result
+// affected to t.rows and returns them, or the DELETE's error.
+func deleted(t *tally) func(sql.Result, error) (int, error) {
+	return func(res sql.Result, err error) (int, error) {
+		if err != nil {
+			return 0, err
+		}
+		n, err := res.RowsAffected()
+		t.rows += int(n)
+		return int(n), err
+	}
+}
+
 // deleteExpired runs the DELETE … LIMIT batch query q until it removes
 // fewer than batch rows, adding the rows it removes to t.rows.
 func deleteExpired(ctx context.Context, t *tally, conn *sql.Conn, q string, now int64, batch int) error {
 	for {
-		res, err := exec(ctx, t, conn, q, now, batch)
+		n, err := deleted(t)(exec(ctx, t, conn, q, now, batch))
 		if err != nil {
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		t.rows += int(n)
-		if int(n) < batch {
+		if n < batch {
 			return nil
 		}
 	}

@@ -134,15 +134,9 @@ func (s *Store) merge(ctx context.Context, t *tally, conn *sql.Conn, g compactGr
 	}
 	del := s.q.compaction.deleteHead + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
 	t.statements++
-	res, err := tx.ExecContext(ctx, del, ids...)
-	if err != nil {
+	if _, err := deleted(t)(tx.ExecContext(ctx, del, ids...)); err != nil {
 		return err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	t.rows += int(n)
 	t.statements++
 	return tx.Commit()
 }
