@@ -538,6 +538,7 @@ func (r *replayer) flush(ctx context.Context, cells []*cell) {
 		c.confirm(deltas[i].Sent)
 		c.mergeWrite(totals[i].Count, deltas[i].Sent)
 		c.raiseImported(totals[i].Imported)
+		r.l.changed(c)
 		c.settled(deltas[i].Sent)
 		c.clearFlag(flagWriting)
 	}
