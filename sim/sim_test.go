@@ -117,6 +117,41 @@ func TestBusiest(t *testing.T) {
 	}
 }
 
+// TestTallyBusiest: a run of one window keeps no admissions and takes its
+// total as the busiest span, which is what the admissions give; a run of
+// several windows finds the busiest span across them.
+func TestTallyBusiest(t *testing.T) {
+	const start, d = 60_000, 1000
+	tests := []struct {
+		name        string
+		windows     int
+		ms          []int64 // admitted by both, cost 1 each
+		want        int64
+		keepsAdmits bool
+	}{
+		{"one window, none", 1, nil, 0, false},
+		{"one window, its first and last instants", 1, []int64{start, start + 500, start + d - 1}, 3, false},
+		{"two windows, a span across them", 2, []int64{start, start + 900, start + 1100, start + 1500}, 3, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Scenario{Regions: 1, Nodes: 1, Limit: 100, Window: d * time.Millisecond, Windows: tt.windows}
+			ta := newTally(s, start, 1)
+			for _, ms := range tt.ms {
+				ta.record(event{ms: ms, cost: 1}, true, 0, 0)
+			}
+			if keeps := ta.got != nil; keeps != tt.keepsAdmits {
+				t.Fatalf("keeps admissions: %v, want %v", keeps, tt.keepsAdmits)
+			}
+			for _, ref := range []bool{false, true} {
+				if got := ta.busiest(0, ref); got != tt.want {
+					t.Errorf("busiest (model: %v) = %d, want %d", ref, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
 func TestDenialSpread(t *testing.T) {
 	c := newDenialClock(3)
 	c.denied(0, 0, 1, 100) // identity 0, window 0: region 1 first
