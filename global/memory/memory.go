@@ -168,6 +168,9 @@ func (s *Store) pull(region string, cursor global.Cursor, now, activeFor int64) 
 	from, _ := slices.BinarySearchFunc(s.changes, int64(cursor)+1, func(c change, v int64) int {
 		return cmp.Compare(c.version, v)
 	})
+	if n := len(s.changes) - from; n > 0 {
+		p.Entries = make([]global.Entry, 0, n) // less the stale changes
+	}
 	for _, c := range s.changes[from:] {
 		r := c.row
 		if c.version == r.version && active(r.of, now) {
