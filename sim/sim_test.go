@@ -71,7 +71,7 @@ func TestRunCountsWhatItSends(t *testing.T) {
 }
 
 func TestModel(t *testing.T) {
-	m := newModel(10) // 10 ms windows
+	m := newModel(10, 0, 2, 2) // 10 ms windows, two identities, two windows
 	// Window 0: 4 of a limit of 4 pass at t=1..4, the 5th is denied.
 	for i, want := range []bool{true, true, true, true, false} {
 		if got := m.admit(0, int64(1+i), 4, 1); got != want {
@@ -153,9 +153,9 @@ func TestTallyBusiest(t *testing.T) {
 }
 
 func TestDenialSpread(t *testing.T) {
-	c := newDenialClock(3)
-	c.denied(0, 0, 1, 100) // identity 0, window 0: region 1 first
-	c.denied(0, 0, 1, 150) // a later denial in the same region changes nothing
+	c := newDenialClock(3, 2, 2) // two identities, two windows
+	c.denied(0, 0, 1, 100)       // identity 0, window 0: region 1 first
+	c.denied(0, 0, 1, 150)       // a later denial in the same region changes nothing
 	c.denied(0, 0, 0, 130)
 	c.denied(0, 0, 2, 400)
 	c.denied(1, 0, 2, 50) // identity 1: region 2 alone, no lag
@@ -165,7 +165,7 @@ func TestDenialSpread(t *testing.T) {
 	if got := c.spread(); !reflect.DeepEqual(got, want) {
 		t.Errorf("spread() = %+v, want %+v", got, want)
 	}
-	if got := newDenialClock(3).spread(); got.Samples != 0 {
+	if got := newDenialClock(3, 1, 1).spread(); got.Samples != 0 {
 		t.Errorf("no denials: %+v", got)
 	}
 }

@@ -253,6 +253,9 @@ func (r *run) nextDue() (int64, *node) {
 	}
 	var lands *node
 	for _, n := range r.nodes {
+		if n.gate == nil {
+			break // no replay latency: no call is ever in flight
+		}
 		if n.inFlight && (lands == nil || n.due < lands.due) {
 			lands = n
 		}
@@ -366,12 +369,12 @@ type tally struct {
 func newTally(s Scenario, start int64, ids int) tally {
 	d := s.Window.Milliseconds()
 	t := tally{
-		start: start, d: d, windows: s.Windows, limit: s.Limit, model: newModel(d),
+		start: start, d: d, windows: s.Windows, limit: s.Limit, model: newModel(d, start, ids, s.Windows),
 		admitted:  make([]int64, ids*s.Windows),
 		reference: make([]int64, ids*s.Windows),
 		series:    make([][]int64, len(seriesNames(s))),
 		refSeries: make([]int64, s.Windows),
-		denials:   newDenialClock(s.Regions),
+		denials:   newDenialClock(s.Regions, ids, s.Windows),
 	}
 	if s.Windows > 1 {
 		t.got, t.refGot = make([][]admission, ids), make([][]admission, ids)
