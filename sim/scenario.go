@@ -227,7 +227,7 @@ const (
 // ask for hours of work by mistake: on two cores a run of one region sends
 // about 240,000 requests a second of wall time, one of 10 regions of 20
 // nodes with a global round every second about 17,000.
-const maxRequests = 10_000_000
+const maxRequests = 60_000_000
 
 // ErrInvalidScenario is returned, wrapped with the reason, for a scenario
 // that cannot run.
