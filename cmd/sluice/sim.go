@@ -49,7 +49,7 @@ type simCmd struct {
 
 // Help is kong's long help of the command.
 func (simCmd) Help() string {
-	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed. A scenario of the accuracy report (--all) takes well under a second; scale-1m, a whole deployment run for its costs (docs/explanation/capacity.md), about half a minute and 0.7 GB. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
+	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed. A scenario of the accuracy report (--all) takes well under a second; scale-1m, a whole deployment at full size run for its costs (docs/explanation/capacity.md), about 8 minutes and 12 GB on two cores. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
 
   sluice sim --list
   sluice sim region-10x spread-8-regions
