@@ -130,6 +130,38 @@ func compareDenials(a, b global.Denial) int {
 	return cmp.Or(strings.Compare(a.Cell.Identifier, b.Cell.Identifier), cmp.Compare(a.Cell.Sequence, b.Cell.Sequence))
 }
 
+// checkPull pulls from s and from ref alike, fails t unless they answer the
+// same, and returns the next cursor.
+func checkPull(t *rapid.T, s *memory.Store, ref *scanStore, region string, from global.Cursor, now int64) global.Cursor {
+	got, err := s.Pull(context.Background(), region, from, now, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ref.pull(region, from, now, 3000)
+	slices.SortFunc(got.Entries, compareEntries)
+	slices.SortFunc(want.Entries, compareEntries)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Pull(%s, %d) at %d = %+v, a scan %+v", region, from, now, got, want)
+	}
+	return got.Next
+}
+
+// checkDenials reads the denials of s and of ref alike, fails t unless they
+// answer the same, and returns the next cursor.
+func checkDenials(t *rapid.T, s *memory.Store, ref *scanStore, region string, from global.Cursor, now int64) global.Cursor {
+	got, next, err := s.Denials(context.Background(), region, from, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantNext := ref.readDenials(region, from, now)
+	slices.SortFunc(got, compareDenials)
+	slices.SortFunc(want, compareDenials)
+	if fmt.Sprint(got, next) != fmt.Sprint(want, wantNext) {
+		t.Fatalf("Denials(%s, %d) at %d = %v %d, a scan %v %d", region, from, now, got, next, want, wantNext)
+	}
+	return next
+}
+
 // TestStoreMatchesAScan: through random publications (raising, lowering,
 // zero and repeated counts), announcements, pulls and denial reads from
 // cursors old and new, denials and cleanups at moving times (some rows
@@ -174,18 +206,7 @@ func TestStoreMatchesAScan(t *testing.T) {
 				}
 				ref.regions[region] = max(ref.regions[region], now)
 			case 3:
-				from := cursor()
-				got, err := s.Pull(ctx, region, from, now, 3000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := ref.pull(region, from, now, 3000)
-				slices.SortFunc(got.Entries, compareEntries)
-				slices.SortFunc(want.Entries, compareEntries)
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("Pull(%s, %d) at %d = %+v, a scan %+v", region, from, now, got, want)
-				}
-				cursors = append(cursors, got.Next)
+				cursors = append(cursors, checkPull(t, s, ref, region, cursor(), now))
 			case 4:
 				var ds []global.Denial
 				for range rapid.IntRange(1, 3).Draw(t, "denials") {
@@ -197,18 +218,7 @@ func TestStoreMatchesAScan(t *testing.T) {
 				}
 				ref.emit(ds)
 			case 5:
-				from := cursor()
-				got, next, err := s.Denials(ctx, region, from, now)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, wantNext := ref.readDenials(region, from, now)
-				slices.SortFunc(got, compareDenials)
-				slices.SortFunc(want, compareDenials)
-				if fmt.Sprint(got, next) != fmt.Sprint(want, wantNext) {
-					t.Fatalf("Denials(%s, %d) at %d = %v %d, a scan %v %d", region, from, now, got, next, want, wantNext)
-				}
-				cursors = append(cursors, next)
+				cursors = append(cursors, checkDenials(t, s, ref, region, cursor(), now))
 			default:
 				now += rapid.SampledFrom([]int64{0, 1, 500, 1000, 2500}).Draw(t, "ms")
 				got, err := s.Cleanup(ctx, now, 1)
