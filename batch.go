@@ -402,6 +402,7 @@ func (l *Limiter) reserve(ctx, parent context.Context, qs []resolved, rsv []*res
 			}
 		}
 		r.cur.raiseImported(r.v.Counts.Imported.Current)
+		l.changed(r.cur)
 		l.mergePrevious(r.first, r.v.Counts)
 	}
 	return passed
@@ -477,6 +478,7 @@ func (l *Limiter) commit(w *waits, qs []resolved, curs []*cell, out []Response, 
 				// withdrawn, with the reserved units still here until then.
 				r.cur.confirm(r.v.Share)
 				r.cur.merge(window.Add(r.v.Counts.Current-heldBy(r), costOf(r.check.Asks)), r.v.Share)
+				l.changed(r.cur)
 			}
 		}
 		l.withdraw(w.ctx(), rsv, false)
@@ -500,6 +502,7 @@ func (l *Limiter) commit(w *waits, qs []resolved, curs []*cell, out []Response, 
 			c.regional.Add(-q.cost)
 		}
 		c.unlock()
+		l.changed(c)
 		if passed && l.replay != nil {
 			l.replay.mark(c)
 		}
@@ -534,6 +537,7 @@ func (l *Limiter) settle(rsv []*reservation) {
 			r.cur.confirm(r.v.Share)
 			r.cur.merge(r.v.Counts.Current, r.v.Share)
 			r.cur.settled(r.v.Share)
+			l.changed(r.cur)
 			continue
 		}
 		l.replay.applyLater(origin.Delta{Cell: origin.Cell{Key: r.check.Key, Sequence: r.check.Seq},

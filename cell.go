@@ -79,6 +79,8 @@ const (
 	flagRecent                        // used since the last sweep
 	flagReused                        // used again after the use that created it (never cleared)
 	flagParked                        // on the parked list: replayed within RefreshAfter
+	flagChanged                       // on the list of changed cells of the publication rule
+	flagEvicted                       // deleted from the table
 	flagUnsure     = flagDeciding | flagWriting | flagInDoubt
 )
 
@@ -467,6 +469,7 @@ func (t *cellTable) delete(k origin.Cell, c *cell) bool {
 	if !t.m.CompareAndDelete(cellHash(t.keyHash(&k.Key), k.Sequence), k, c) {
 		return false
 	}
+	c.flags.Or(flagEvicted)
 	t.live.Add(-1)
 	return true
 }

@@ -73,5 +73,6 @@ func (l *Limiter) mergeRemote(cell origin.Cell, total int64) {
 	}
 	c := l.cells.loadOrCreate(l.cells.keyHash(&cell.Key), &cell, now)
 	c.mergeRead(total)
+	l.changed(c)
 	c.syncedAt.Store(now)
 }

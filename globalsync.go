@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -111,9 +112,17 @@ type globalState struct {
 	// stored) and when it last rose: what its publication rule compares
 	// with.
 	published map[origin.Cell]stored
+	// prunesAt is the earliest end of a window after a cell of published
+	// (see expiresAt): until then no entry of it has expired.
+	prunesAt int64
 	// regions is the number of regions present (≥ 1): at the leader's last
 	// pull, as the leader's lease carries it for the other nodes.
 	regions int
+	// ruledAt and ruledRegions are the time and the regions (at least 2)
+	// of the publication rule's last pass over the cells; taken is the
+	// list of changed cells that pass took (see publishable).
+	ruledAt, ruledRegions int64
+	taken                 []*cell
 	// The leader's state, kept while it leads (see globallead.go).
 	lead leaderState
 }
@@ -327,8 +336,9 @@ func (st *GlobalStats) fail(err error) {
 func (l *Limiter) nominate(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	var ns []origin.Nomination
+	var cells []*cell
 	if !g.cfg.DisableCounters {
-		ns = l.publishable(now)
+		ns, cells = l.publishable(now)
 	}
 	counts := len(ns)
 	ns = l.drainDenials(ns, now, st)
@@ -338,12 +348,38 @@ func (l *Limiter) nominate(ctx context.Context, now int64, st *GlobalStats) {
 	if err := g.region.Nominate(ctx, ns); err != nil {
 		st.DenialsLost += len(ns) - counts
 		st.fail(err)
+		for _, c := range cells {
+			l.changed(c) // looked at again at the next round
+		}
 		return
 	}
 	for _, n := range ns[:counts] {
-		g.published[n.Cell] = stored{count: n.Count, at: now}
+		g.setPublished(n.Cell, stored{count: n.Count, at: now})
 	}
 	st.Nominated += len(ns)
+}
+
+// setPublished records s as what this node knows of cell k's count in the
+// store.
+func (g *globalState) setPublished(k origin.Cell, s stored) {
+	g.published[k] = s
+	g.prunesAt = min(g.prunesAt, expiresAt(k))
+}
+
+// prunePublished forgets the cells of published expired at now (a cell the
+// janitor evicted early is forgotten here too).
+func (g *globalState) prunePublished(now int64) {
+	if now < g.prunesAt {
+		return
+	}
+	g.prunesAt = math.MaxInt64
+	for k := range g.published {
+		if expired(k, now) {
+			delete(g.published, k)
+		} else {
+			g.prunesAt = min(g.prunesAt, expiresAt(k))
+		}
+	}
 }
 
 // publishable returns a nomination of this node's count of every active
@@ -368,26 +404,83 @@ func (l *Limiter) nominate(ctx context.Context, now int64, st *GlobalStats) {
 // share of what is left, or none at all; as the usage nears the limit the
 // share shrinks to every change. The leader writes a count no higher than
 // one it has written already only once (see writeCounts).
-func (l *Limiter) publishable(now int64) []origin.Nomination {
+//
+// It looks only at the cells that can pass now and did not at the rule's
+// last pass: those marked as changed since (l.changes), the cell after each
+// of them that is the previous cell now (its weight counts in the rule of
+// the current one), and those it kept for later. With everything else the
+// same, time only makes a cell harder to publish: its pace is measured
+// over a longer span and the previous cell weighs less, until the cell is
+// no longer the current one and its weight stops counting. Two things make
+// it easier: the start of the window of a cell from the future, which is
+// kept for later until then, and a change of the number of regions, or a
+// clock that went back, after which the pass looks at every cell. It
+// returns the cells nominated too, to be looked at again if the hand-over
+// fails.
+func (l *Limiter) publishable(now int64) ([]origin.Nomination, []*cell) {
 	g := &l.global
 	regions := int64(max(g.regions, 2)) // alone, as if one more region were present
-	for k := range g.published {
-		if expired(k, now) { // a cell the janitor evicted early is forgotten here too
-			delete(g.published, k)
+	g.prunePublished(now)
+	g.taken = l.changes.take(g.taken)
+	all := regions != g.ruledRegions || now < g.ruledAt
+	g.ruledRegions, g.ruledAt = regions, now
+	var ns []origin.Nomination
+	var cells []*cell
+	rule := func(k origin.Cell, c *cell) {
+		if nm, ok := l.nominee(k, c, regions, now); ok {
+			ns, cells = append(ns, nm), append(cells, c)
+		} else if k.Sequence > window.At(now, k.Duration.Milliseconds()).Seq {
+			l.changes.mark(c) // kept for later: its window has not begun
 		}
 	}
-	var ns []origin.Nomination
-	for k, c := range l.cells.m.All() {
-		if expired(k, now) {
-			continue // the janitor evicts it
+	if all {
+		for _, c := range g.taken {
+			c.clearFlag(flagChanged)
 		}
-		n, last := c.committed(), g.published[k]
-		if n <= last.count || !l.passes(k, c, n-last.count, last, regions, now) {
+		for k, c := range l.cells.m.All() {
+			rule(k, c)
+		}
+		return ns, cells
+	}
+	g.taken = l.withNextCells(g.taken, now)
+	for _, c := range g.taken {
+		c.clearFlag(flagChanged) // before the rule reads it: a change after marks it again
+		rule(l.cells.m.KeyOf(c), c)
+	}
+	return ns, cells
+}
+
+// withNextCells appends to cells, taken from l.changes and still flagged,
+// the cell after each of them that is the previous cell at now, when it
+// exists and is not flagged already: the rule of the current cell counts
+// the previous one's weight. Each cell appended is flagged, as the taken
+// ones are.
+func (l *Limiter) withNextCells(cells []*cell, now int64) []*cell {
+	taken := len(cells)
+	for _, c := range cells[:taken] {
+		k := l.cells.m.KeyOf(c)
+		if window.At(now, k.Duration.Milliseconds()).Seq != k.Sequence+1 {
 			continue
 		}
-		ns = append(ns, origin.Nomination{Cell: k, Count: n, Limit: c.limit.Load()})
+		k.Sequence++
+		if next := l.cells.load(l.cells.keyHash(&k.Key), &k); next != nil && next.setFlag(flagChanged) {
+			cells = append(cells, next)
+		}
 	}
-	return ns
+	return cells
+}
+
+// nominee returns the nomination of cell k, c, when the publication rule
+// publishes it at now with regions regions present (see publishable).
+func (l *Limiter) nominee(k origin.Cell, c *cell, regions, now int64) (origin.Nomination, bool) {
+	if c.flags.Load()&flagEvicted != 0 || expired(k, now) {
+		return origin.Nomination{}, false // the janitor evicts it, or did
+	}
+	n, last := c.committed(), l.global.published[k]
+	if n <= last.count || !l.passes(k, c, n-last.count, last, regions, now) {
+		return origin.Nomination{}, false
+	}
+	return origin.Nomination{Cell: k, Count: n, Limit: c.limit.Load()}, true
 }
 
 // passes reports whether cell k, whose region holds back held units

@@ -68,6 +68,7 @@ type Limiter struct {
 	denialsFull    chan struct{}      // DenialBatch denials are waiting
 	denialsDropped atomic.Int64       // denials dropped since the last flush
 	denialsSince   atomic.Int64       // when the oldest queued denial was queued (Unix ms; 0: none)
+	changes        *changedCells      // cells the publication rule looks at again (nil without global counters)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -110,6 +111,9 @@ func newLimiter(cfg Config, o drive.Options) (*Limiter, error) {
 	if cfg.Global != nil {
 		l.global.cfg = *cfg.Global
 		l.global.published = make(map[origin.Cell]stored)
+		if !cfg.Global.DisableCounters {
+			l.changes = &changedCells{}
+		}
 		l.global.holder = fmt.Sprintf("%s-%016x", cfg.Region, rand.Uint64())
 		if r, ok := l.origin.(origin.Region); ok {
 			l.global.region = r
@@ -286,6 +290,7 @@ func (l *Limiter) apply(q *resolved, cur, prev *cell, mode applyMode) window.Out
 			if mode == applySpeculative {
 				cur.speculative.Add(q.cost)
 			}
+			l.changed(cur)
 			return o
 		}
 	}
@@ -356,6 +361,7 @@ func (l *Limiter) used(cur *cell, q *resolved) {
 	cur.touch()
 	if l.cfg.Global != nil && cur.limit.Load() != q.limit {
 		cur.limit.Store(q.limit)
+		l.changed(cur)
 	}
 }
 
@@ -412,6 +418,7 @@ func (l *Limiter) loaded(q *resolved, reason string, cur *cell, counts origin.Co
 func (l *Limiter) mergeCounts(q *resolved, cur *cell, counts origin.Counts) {
 	cur.mergeRead(counts.Current)
 	cur.raiseImported(counts.Imported.Current)
+	l.changed(cur)
 	l.mergePrevious(q, counts)
 }
 
@@ -433,6 +440,7 @@ func (l *Limiter) mergePrevious(q *resolved, counts origin.Counts) {
 	if l.cfg.Global != nil {
 		prev.limit.CompareAndSwap(0, q.limit)
 	}
+	l.changed(prev)
 }
 
 // originFailed logs a failed synchronous origin call at debug level (a

@@ -67,6 +67,7 @@ func (r *localRegion) Import(_ context.Context, imports []origin.Import) error {
 			c.setFlag(flagDenialSeen)
 			c.raiseImported(im.Usage - max(c.committed(), r.l.global.published[im.Cell].count))
 		}
+		r.l.changed(c)
 	}
 	return nil
 }
@@ -107,9 +108,11 @@ func (r *localRegion) floor(entries []global.Entry, now int64) {
 		if e.Region != r.l.cfg.Region || e.Count <= 0 {
 			continue
 		}
-		r.l.globalCell(e.Cell).floor(e.Count)
+		c := r.l.globalCell(e.Cell)
+		c.floor(e.Count)
 		if e.Count > g.published[e.Cell].count {
-			g.published[e.Cell] = stored{count: e.Count, at: now}
+			g.setPublished(e.Cell, stored{count: e.Count, at: now})
 		}
+		r.l.changed(c)
 	}
 }

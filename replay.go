@@ -386,17 +386,22 @@ func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 }
 
 // batches walks the popped stack from c and hands each batch of at most
-// ReplayBatch cells to each, a new slice every time (each may keep it).
+// ReplayBatch cells to each, a new slice every time (each may keep it), of
+// the batch's length: most rounds replay far fewer cells than a batch.
+// Every cell's link is read before each gets its batch, since flush can
+// clear the flag and requeue the cell.
 func (r *replayer) batches(c *cell, each func([]*cell)) {
-	batch := make([]*cell, 0, r.l.cfg.ReplayBatch)
+	size := r.l.cfg.ReplayBatch
 	for c != nil {
-		next := c.next // read before flush can clear the flag and requeue c
-		batch = append(batch, c)
-		if len(batch) == cap(batch) || next == nil {
-			each(batch)
-			batch = make([]*cell, 0, r.l.cfg.ReplayBatch)
+		n := 0
+		for d := c; d != nil && n < size; d = d.next {
+			n++
 		}
-		c = next
+		batch := make([]*cell, n)
+		for i := range batch {
+			batch[i], c = c, c.next
+		}
+		each(batch)
 	}
 }
 
@@ -538,6 +543,7 @@ func (r *replayer) flush(ctx context.Context, cells []*cell) {
 		c.confirm(deltas[i].Sent)
 		c.mergeWrite(totals[i].Count, deltas[i].Sent)
 		c.raiseImported(totals[i].Imported)
+		r.l.changed(c)
 		c.settled(deltas[i].Sent)
 		c.clearFlag(flagWriting)
 	}

@@ -108,6 +108,7 @@ func (l *Limiter) count(q *resolved, cur, prev *cell) window.Outcome {
 		regional := cur.regional.Load()
 		next := window.Add(regional, q.cost)
 		if q.cost == 0 || cur.regional.CompareAndSwap(regional, next) {
+			l.changed(cur)
 			before := q.pos.Before(window.Add(regional, cur.imported.Load()), prev.count())
 			current := window.Add(before, q.cost)
 			q.cost = next - regional

@@ -161,6 +161,7 @@ func (l *Limiter) applyBeside(q *resolved, cur, prev *cell, tk *ticket) window.O
 	if !o.Success {
 		l.denied(q, cur)
 	}
+	l.changed(cur)
 	return o
 }
 
@@ -282,6 +283,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	default:
 		d.cur.merge(v.Counts.Current, l.answer(d.cur, c, v, asked))
 		d.cur.raiseImported(v.Counts.Imported.Current)
+		l.changed(d.cur)
 		l.mergePrevious(first, v.Counts)
 		d.cur.syncedAt.Store(max(first.t, 1))
 	}

@@ -107,26 +107,35 @@ type DenialSpread struct {
 }
 
 // denialClock records the first denial of each identifier's window per
-// region.
+// region: for the window w of identity id, at[id × windows + w] is 1 + the
+// index in first of its regions' first denials (-1 for none), 0 until one
+// region denies it.
 type denialClock struct {
-	regions int
-	first   map[[2]int64][]int64 // (identity, window) → first denial per region, -1 for none
+	regions, windows int
+	at               []int32
+	first            []int64
 }
 
-func newDenialClock(regions int) *denialClock {
-	return &denialClock{regions: regions, first: make(map[[2]int64][]int64)}
+// newDenialClock returns the clock of a run of regions regions, ids
+// identities and windows windows; with one region it records nothing.
+func newDenialClock(regions, ids, windows int) *denialClock {
+	c := &denialClock{regions: regions, windows: windows}
+	if regions > 1 {
+		c.at = make([]int32, ids*windows)
+	}
+	return c
 }
 
 func (c *denialClock) denied(id int, w int64, region int, ms int64) {
 	if c.regions < 2 {
 		return
 	}
-	k := [2]int64{int64(id), w}
-	f := c.first[k]
-	if f == nil {
-		f = slices.Repeat([]int64{-1}, c.regions)
-		c.first[k] = f
+	i := id*c.windows + int(w)
+	if c.at[i] == 0 {
+		c.first = append(c.first, slices.Repeat([]int64{-1}, c.regions)...)
+		c.at[i] = int32(len(c.first) / c.regions)
 	}
+	f := c.first[int(c.at[i]-1)*c.regions:][:c.regions]
 	if f[region] < 0 {
 		f[region] = ms
 	}
@@ -135,7 +144,7 @@ func (c *denialClock) denied(id int, w int64, region int, ms int64) {
 // spread returns the lags of the regions that denied after the first one.
 func (c *denialClock) spread() *DenialSpread {
 	var lags []int64
-	for _, f := range c.first {
+	for f := range slices.Chunk(c.first, max(c.regions, 1)) {
 		first := slices.IndexFunc(f, func(ms int64) bool { return ms >= 0 })
 		for r, ms := range f {
 			if ms >= 0 && ms < f[first] || ms >= 0 && ms == f[first] && r < first {

@@ -225,9 +225,10 @@ const (
 
 // maxRequests bounds the requests of one run, so that a scenario file cannot
 // ask for hours of work by mistake: on two cores a run of one region sends
-// about 240,000 requests a second of wall time, one of 10 regions of 20
-// nodes with a global round every second about 17,000.
-const maxRequests = 10_000_000
+// about 300,000 requests a second of wall time, one of 10 regions of 20
+// nodes with a global round every second about 120,000. It is scale-1m's
+// full size: 60 million requests, about 8 minutes.
+const maxRequests = 60_000_000
 
 // ErrInvalidScenario is returned, wrapped with the reason, for a scenario
 // that cannot run.

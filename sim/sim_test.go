@@ -71,7 +71,7 @@ func TestRunCountsWhatItSends(t *testing.T) {
 }
 
 func TestModel(t *testing.T) {
-	m := newModel(10) // 10 ms windows
+	m := newModel(10, 0, 2, 2) // 10 ms windows, two identities, two windows
 	// Window 0: 4 of a limit of 4 pass at t=1..4, the 5th is denied.
 	for i, want := range []bool{true, true, true, true, false} {
 		if got := m.admit(0, int64(1+i), 4, 1); got != want {
@@ -117,10 +117,45 @@ func TestBusiest(t *testing.T) {
 	}
 }
 
+// TestTallyBusiest: a run of one window keeps no admissions and takes its
+// total as the busiest span, which is what the admissions give; a run of
+// several windows finds the busiest span across them.
+func TestTallyBusiest(t *testing.T) {
+	const start, d = 60_000, 1000
+	tests := []struct {
+		name        string
+		windows     int
+		ms          []int64 // admitted by both, cost 1 each
+		want        int64
+		keepsAdmits bool
+	}{
+		{"one window, none", 1, nil, 0, false},
+		{"one window, its first and last instants", 1, []int64{start, start + 500, start + d - 1}, 3, false},
+		{"two windows, a span across them", 2, []int64{start, start + 900, start + 1100, start + 1500}, 3, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Scenario{Regions: 1, Nodes: 1, Limit: 100, Window: d * time.Millisecond, Windows: tt.windows}
+			ta := newTally(s, start, 1)
+			for _, ms := range tt.ms {
+				ta.record(event{ms: ms, cost: 1}, true, 0, 0)
+			}
+			if keeps := ta.got != nil; keeps != tt.keepsAdmits {
+				t.Fatalf("keeps admissions: %v, want %v", keeps, tt.keepsAdmits)
+			}
+			for _, ref := range []bool{false, true} {
+				if got := ta.busiest(0, ref); got != tt.want {
+					t.Errorf("busiest (model: %v) = %d, want %d", ref, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
 func TestDenialSpread(t *testing.T) {
-	c := newDenialClock(3)
-	c.denied(0, 0, 1, 100) // identity 0, window 0: region 1 first
-	c.denied(0, 0, 1, 150) // a later denial in the same region changes nothing
+	c := newDenialClock(3, 2, 2) // two identities, two windows
+	c.denied(0, 0, 1, 100)       // identity 0, window 0: region 1 first
+	c.denied(0, 0, 1, 150)       // a later denial in the same region changes nothing
 	c.denied(0, 0, 0, 130)
 	c.denied(0, 0, 2, 400)
 	c.denied(1, 0, 2, 50) // identity 1: region 2 alone, no lag
@@ -130,7 +165,7 @@ func TestDenialSpread(t *testing.T) {
 	if got := c.spread(); !reflect.DeepEqual(got, want) {
 		t.Errorf("spread() = %+v, want %+v", got, want)
 	}
-	if got := newDenialClock(3).spread(); got.Samples != 0 {
+	if got := newDenialClock(3, 1, 1).spread(); got.Samples != 0 {
 		t.Errorf("no denials: %+v", got)
 	}
 }

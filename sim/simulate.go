@@ -253,6 +253,9 @@ func (r *run) nextDue() (int64, *node) {
 	}
 	var lands *node
 	for _, n := range r.nodes {
+		if n.gate == nil {
+			break // no replay latency: no call is ever in flight
+		}
 		if n.inFlight && (lands == nil || n.due < lands.due) {
 			lands = n
 		}
@@ -343,20 +346,22 @@ func (r *run) serve(ctx context.Context, ev event) error {
 // tally counts what the requests of a run got from the deployment and
 // from the exact model, per identity and per fixed window.
 type tally struct {
-	start, d  int64 // Unix ms of the first window's start; the window in ms
-	limit     int64
-	model     *model
-	perID     []identityTally
-	series    [][]int64 // admitted per window by each node (one region) or region
-	refSeries []int64   // admitted per window by the model
-	denials   *denialClock
-	requests  int64
-}
-
-// identityTally is what the requests of one identity got.
-type identityTally struct {
-	admitted, reference []int64 // per window
-	got, refGot         []admission
+	start, d int64 // Unix ms of the first window's start; the window in ms
+	windows  int
+	limit    int64
+	model    *model
+	// admitted and reference hold what the deployment and the model
+	// admitted of each identity per window: identity i's windows from
+	// i × windows.
+	admitted, reference []int64
+	// got and refGot hold each identity's admissions, for its busiest
+	// spans; nil in a run of one window, where every admission lies
+	// within one span and the busiest span is the window's total.
+	got, refGot [][]admission
+	series      [][]int64 // admitted per window by each node (one region) or region
+	refSeries   []int64   // admitted per window by the model
+	denials     *denialClock
+	requests    int64
 }
 
 // newTally returns an empty tally for a run of s from start with ids
@@ -364,17 +369,18 @@ type identityTally struct {
 func newTally(s Scenario, start int64, ids int) tally {
 	d := s.Window.Milliseconds()
 	t := tally{
-		start: start, d: d, limit: s.Limit, model: newModel(d),
-		perID:     make([]identityTally, ids),
+		start: start, d: d, windows: s.Windows, limit: s.Limit, model: newModel(d, start, ids, s.Windows),
+		admitted:  make([]int64, ids*s.Windows),
+		reference: make([]int64, ids*s.Windows),
 		series:    make([][]int64, len(seriesNames(s))),
 		refSeries: make([]int64, s.Windows),
-		denials:   newDenialClock(s.Regions),
+		denials:   newDenialClock(s.Regions, ids, s.Windows),
+	}
+	if s.Windows > 1 {
+		t.got, t.refGot = make([][]admission, ids), make([][]admission, ids)
 	}
 	for i := range t.series {
 		t.series[i] = make([]int64, s.Windows)
-	}
-	for i := range t.perID {
-		t.perID[i] = identityTally{admitted: make([]int64, s.Windows), reference: make([]int64, s.Windows)}
 	}
 	return t
 }
@@ -385,19 +391,36 @@ func newTally(s Scenario, start int64, ids int) tally {
 func (t *tally) record(ev event, admitted bool, series, region int) {
 	t.requests++
 	w := (ev.ms - t.start) / t.d
-	it := &t.perID[ev.id]
+	at := ev.id*t.windows + int(w)
 	if admitted {
-		it.admitted[w] += ev.cost
-		it.got = append(it.got, admission{ev.ms, ev.cost})
+		t.admitted[at] += ev.cost
+		if t.got != nil {
+			t.got[ev.id] = append(t.got[ev.id], admission{ev.ms, ev.cost})
+		}
 		t.series[series][w] += ev.cost
 	} else {
 		t.denials.denied(ev.id, w, region, ev.ms)
 	}
 	if t.model.admit(ev.id, ev.ms, t.limit, ev.cost) {
-		it.reference[w] += ev.cost
-		it.refGot = append(it.refGot, admission{ev.ms, ev.cost})
+		t.reference[at] += ev.cost
+		if t.refGot != nil {
+			t.refGot[ev.id] = append(t.refGot[ev.id], admission{ev.ms, ev.cost})
+		}
 		t.refSeries[w] += ev.cost
 	}
+}
+
+// busiest returns the most identity id got, from the deployment (ref
+// false) or the model, within any span of one window.
+func (t *tally) busiest(id int, ref bool) int64 {
+	got, counts := t.got, t.admitted
+	if ref {
+		got, counts = t.refGot, t.reference
+	}
+	if got == nil { // one window: its total
+		return counts[id]
+	}
+	return busiest(got[id], t.d)
 }
 
 // result returns the figures of the run. It reads the stores' counters as
@@ -461,24 +484,24 @@ const maxIdentities = 100
 // over- and under-admission and the worst spans.
 func (t *tally) compare(res *Result, ids []identity) {
 	var over, under, worst, refWorst int64
-	for i, it := range t.perID {
+	for i := range ids {
 		idn := Identity{Identifier: ids[i].identifier}
 		if ids[i].namespace != "sim" {
 			idn.Namespace = ids[i].namespace
 		}
-		for w, a := range it.admitted {
-			ref := it.reference[w]
+		for w := i * t.windows; w < (i+1)*t.windows; w++ {
+			a, ref := t.admitted[w], t.reference[w]
 			idn.Admitted += a
 			idn.Reference += ref
 			over += max(0, a-ref)
 			under += max(0, ref-a)
 		}
-		b := busiest(it.got, t.d)
+		b := t.busiest(i, false)
 		idn.WorstSpan = ratio(b, t.limit)
 		if b > worst {
 			worst, res.WorstIdentifier = b, idn.Identifier
 		}
-		refWorst = max(refWorst, busiest(it.refGot, t.d))
+		refWorst = max(refWorst, t.busiest(i, true))
 		res.Admitted += idn.Admitted
 		res.Reference += idn.Reference
 		res.Identities = append(res.Identities, idn)

@@ -107,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 		{"duration without unit", strings.Replace(head, "window: 10s", "window: 10", 1), `bad.yaml:4: field window: want a duration`},
 		{"missing field", strings.Replace(head, "load: 2\n", "", 1), "bad.yaml:1: field load: required, missing"},
 		{"invalid value", strings.Replace(head, "nodes: 3", "nodes: 0", 1), "bad.yaml:2: field nodes: 0 is below 1"},
-		{"too many requests", head + "identifiers: 8334\n", "bad.yaml:6: field load: the run would send about 10000800 requests, more than 10000000"},
+		{"too many requests", head + "identifiers: 50001\n", "bad.yaml:6: field load: the run would send about 60001200 requests, more than 60000000"},
 		{"invalid name", strings.Replace(head, "name: x", "name: X Y", 1), `bad.yaml:1: field name: "X Y" is not`},
 		{"band order", strings.Replace(head, "max_over_pct: 1", "max_over_pct: -1", 1), "bad.yaml:7: field band: min 0 is above max -1"},
 		{"band field", strings.Replace(head, "max_over_pct", "max", 1), "bad.yaml:7: field band.max: unknown field"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -193,5 +194,29 @@ func TestSimProgress(t *testing.T) {
 	defer file.Close()
 	if isTerminal(file) {
 		t.Error("a regular file counts as a terminal")
+	}
+}
+
+// TestSimGCPercent: a run sets the collector's target to simGCPercent
+// unless GOGC is set, which it then leaves alone.
+func TestSimGCPercent(t *testing.T) {
+	tests := []struct {
+		name, gogc string
+		want       int
+	}{
+		{"GOGC unset", "", simGCPercent},
+		{"GOGC set", "100", 80}, // what the test set before the run
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GOGC", tt.gogc)
+			defer debug.SetGCPercent(debug.SetGCPercent(80))
+			if code, _, errOut := runSim(t, "one-node"); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if got := debug.SetGCPercent(80); got != tt.want {
+				t.Errorf("GC target %d after the run, want %d", got, tt.want)
+			}
+		})
 	}
 }

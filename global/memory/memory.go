@@ -3,11 +3,16 @@
 // deployments without a database.
 //
 // It follows the contract of [global.Store] exactly, with one difference in
-// cost: every call is a map operation under one lock.
+// cost: every call is a map or slice operation under one lock. Every
+// change is also kept in the order of the store's change counter, so that
+// a pull or a denial read visits only what changed after its cursor.
 package memory
 
 import (
+	"cmp"
 	"context"
+	"math"
+	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/global"
@@ -19,13 +24,39 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	version int64 // incremented by every change
-	counts  map[origin.Cell]map[string]*countRow
+	counts  map[origin.Cell]*cellRows
+	// changes holds a change of a count row per version, oldest first: a
+	// row's last change is the one whose version is the row's, the others
+	// (stale of them) are left for compact to drop.
+	changes []change
+	stale   int
 	regions map[string]int64 // last announced, Unix ms
 	denials map[origin.Cell]*denialRow
+	// denialLog holds the denial rows in the order of their versions.
+	denialLog []*denialRow
+	// expiresFirst is at most the earliest expiry of a row of either kind:
+	// Cleanup at an earlier time has nothing to delete.
+	expiresFirst int64
 }
 
+// cellRows holds the regions' rows of one cell.
+type cellRows struct {
+	cell origin.Cell
+	rows []*countRow // one per region, in the order they were created
+}
+
+// countRow is one region's row of a cell. Its version is that of its last
+// change; 0 once deleted (or never raised above 0).
 type countRow struct {
+	of                        *cellRows
+	region                    string
 	count, expiresAt, version int64
+}
+
+// change is a change of a count row, at version.
+type change struct {
+	version int64
+	row     *countRow
 }
 
 type denialRow struct {
@@ -38,9 +69,10 @@ var _ global.Store = (*Store)(nil)
 // New returns an empty Store.
 func New() *Store {
 	return &Store{
-		counts:  make(map[origin.Cell]map[string]*countRow),
-		regions: make(map[string]int64),
-		denials: make(map[origin.Cell]*denialRow),
+		counts:       make(map[origin.Cell]*cellRows),
+		regions:      make(map[string]int64),
+		denials:      make(map[origin.Cell]*denialRow),
+		expiresFirst: math.MaxInt64,
 	}
 }
 
@@ -53,24 +85,47 @@ func (s *Store) Publish(ctx context.Context, region string, counts []global.Coun
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range counts {
-		rows := s.counts[c.Cell]
-		if rows == nil {
-			rows = make(map[string]*countRow)
-			s.counts[c.Cell] = rows
-		}
-		r := rows[region]
-		if r == nil {
-			r = &countRow{}
-			rows[region] = r
-		}
+		r := s.row(c.Cell, region)
 		r.expiresAt = max(r.expiresAt, c.ExpiresAt)
+		s.expiresFirst = min(s.expiresFirst, r.expiresAt)
 		if c.Count > r.count {
+			if r.version > 0 {
+				s.stale++
+			}
 			r.count = c.Count
 			s.version++
 			r.version = s.version
+			s.changes = append(s.changes, change{version: s.version, row: r})
 		}
 	}
+	s.compact()
 	return nil
+}
+
+// row returns region's row of cell, created if needed.
+func (s *Store) row(cell origin.Cell, region string) *countRow {
+	cr := s.counts[cell]
+	if cr == nil {
+		cr = &cellRows{cell: cell}
+		s.counts[cell] = cr
+	}
+	for _, r := range cr.rows {
+		if r.region == region {
+			return r
+		}
+	}
+	r := &countRow{of: cr, region: region}
+	cr.rows = append(cr.rows, r)
+	return r
+}
+
+// compact drops the stale changes once they are half of them.
+func (s *Store) compact() {
+	if s.stale <= len(s.changes)/2 {
+		return
+	}
+	s.changes = slices.DeleteFunc(s.changes, func(c change) bool { return c.version != c.row.version })
+	s.stale = 0
 }
 
 // Announce implements [global.Store].
@@ -107,21 +162,19 @@ func (s *Store) PullWithDenials(ctx context.Context, region string, cursor, deni
 }
 
 // pull is Pull with s.mu held: every entry changed after cursor whose
-// cell has a row active at now.
+// cell has a row active at now, in the order of their changes.
 func (s *Store) pull(region string, cursor global.Cursor, now, activeFor int64) global.Pull {
 	p := global.Pull{Next: global.Cursor(s.version)}
-	for cell, rows := range s.counts {
-		active := false
-		for _, row := range rows {
-			active = active || row.expiresAt > now
-		}
-		if !active {
-			continue
-		}
-		for r, row := range rows {
-			if row.version > int64(cursor) {
-				p.Entries = append(p.Entries, global.Entry{Cell: cell, Region: r, Count: row.count})
-			}
+	from, _ := slices.BinarySearchFunc(s.changes, int64(cursor)+1, func(c change, v int64) int {
+		return cmp.Compare(c.version, v)
+	})
+	if n := len(s.changes) - from; n > 0 {
+		p.Entries = make([]global.Entry, 0, n) // less the stale changes
+	}
+	for _, c := range s.changes[from:] {
+		r := c.row
+		if c.version == r.version && active(r.of, now) {
+			p.Entries = append(p.Entries, global.Entry{Cell: r.of.cell, Region: r.region, Count: r.count})
 		}
 	}
 	for r, seen := range s.regions {
@@ -133,6 +186,16 @@ func (s *Store) pull(region string, cursor global.Cursor, now, activeFor int64) 
 		p.Regions++
 	}
 	return p
+}
+
+// active reports whether a row of the cell is active at now.
+func active(cr *cellRows, now int64) bool {
+	for _, r := range cr.rows {
+		if r.expiresAt > now {
+			return true
+		}
+	}
+	return false
 }
 
 // EmitDenials implements [global.Store].
@@ -147,7 +210,10 @@ func (s *Store) EmitDenials(ctx context.Context, denials []global.Denial) error 
 			continue
 		}
 		s.version++
-		s.denials[d.Cell] = &denialRow{Denial: d, version: s.version}
+		row := &denialRow{Denial: d, version: s.version}
+		s.denials[d.Cell] = row
+		s.denialLog = append(s.denialLog, row)
+		s.expiresFirst = min(s.expiresFirst, d.ExpiresAt)
 	}
 	return nil
 }
@@ -163,11 +229,15 @@ func (s *Store) Denials(ctx context.Context, region string, cursor global.Cursor
 	return ds, next, nil
 }
 
-// readDenials is Denials with s.mu held.
+// readDenials is Denials with s.mu held, in the order of the rows'
+// versions.
 func (s *Store) readDenials(region string, cursor global.Cursor, now int64) ([]global.Denial, global.Cursor) {
+	from, _ := slices.BinarySearchFunc(s.denialLog, int64(cursor)+1, func(d *denialRow, v int64) int {
+		return cmp.Compare(d.version, v)
+	})
 	var out []global.Denial
-	for _, d := range s.denials {
-		if d.version > int64(cursor) && d.ExpiresAt > now && d.Region != region {
+	for _, d := range s.denialLog[from:] {
+		if d.ExpiresAt > now && d.Region != region {
 			out = append(out, d.Denial)
 		}
 	}
@@ -181,24 +251,38 @@ func (s *Store) Cleanup(ctx context.Context, now int64, _ int) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if now < s.expiresFirst {
+		return 0, nil
+	}
+	s.expiresFirst = math.MaxInt64
 	n := 0
-	for cell, rows := range s.counts {
-		for r, row := range rows {
-			if row.expiresAt <= now {
-				delete(rows, r)
-				n++
+	for cell, cr := range s.counts {
+		cr.rows = slices.DeleteFunc(cr.rows, func(r *countRow) bool {
+			if r.expiresAt > now {
+				s.expiresFirst = min(s.expiresFirst, r.expiresAt)
+				return false
 			}
-		}
-		if len(rows) == 0 {
+			if r.version > 0 {
+				s.stale++
+			}
+			r.version = 0
+			n++
+			return true
+		})
+		if len(cr.rows) == 0 {
 			delete(s.counts, cell)
 		}
 	}
-	for cell, d := range s.denials {
-		if d.ExpiresAt <= now {
-			delete(s.denials, cell)
-			n++
+	s.compact()
+	s.denialLog = slices.DeleteFunc(s.denialLog, func(d *denialRow) bool {
+		if d.ExpiresAt > now {
+			s.expiresFirst = min(s.expiresFirst, d.ExpiresAt)
+			return false
 		}
-	}
+		delete(s.denials, d.Cell)
+		n++
+		return true
+	})
 	return n, nil
 }
 
