@@ -106,16 +106,12 @@ func errorsOf(rows *sql.Rows) error {
 }
 
 // merge merges g's old rows, in one transaction on conn.
-func (s *Store) merge(ctx context.Context, t *tally, conn *sql.Conn, g compactGroup, now int64) (err error) {
+func (s *Store) merge(ctx context.Context, t *tally, conn *sql.Conn, g compactGroup, now int64) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	defer func() { _ = tx.Rollback() }() // after Commit, ErrTxDone: nothing to undo
 	ids, counts, err := s.readOld(ctx, t, tx, g, now)
 	if err != nil || len(ids) < 2 {
 		return err

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -99,5 +100,33 @@ func TestCleanupDrainsLegacyRows(t *testing.T) {
 	must(t, err)
 	if n, err := s.Cleanup(ctx, now, 100); err != nil || n != 0 {
 		t.Fatalf("Cleanup without the legacy table = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// TestCompactionLeavesUndecodableGroups: a (region, level) with enough old
+// rows of which fewer than two decode merges nothing, ends its transaction,
+// and lets Cleanup go on at once.
+func TestCompactionLeavesUndecodableGroups(t *testing.T) {
+	s := openStore(t, Config{})
+	wall := time.Now().UnixMilli()
+	c := origin.Cell{Key: origin.Key{Workspace: "ws", Namespace: "ns", Identifier: "x", Duration: 24 * time.Hour},
+		Sequence: wall / (24 * time.Hour).Milliseconds()}
+	good := encodeBatch([]global.Count{{Cell: c, Count: 1, ExpiresAt: cellExpiresAt(c)}})
+	for i := range compactFanout {
+		payload := good.payload
+		if i > 0 {
+			payload = append([]byte{batchFormat + 1}, good.payload[1:]...) // a newer format
+		}
+		_, err := s.db.Exec(s.q.batches.statement(1), []byte("a"), good.cells, payload, good.expiresAt)
+		must(t, err)
+	}
+	_, err := s.db.Exec(fmt.Sprintf("UPDATE %sbatches SET changed_at = changed_at - INTERVAL 10 MINUTE", s.cfg.TablePrefix))
+	must(t, err)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for range 2 {
+		if n, err := s.Cleanup(ctx, wall, 100); err != nil || n != 0 {
+			t.Fatalf("Cleanup = %d, %v; want nothing merged, at once", n, err)
+		}
 	}
 }
