@@ -227,7 +227,7 @@ func decodeBatch(payload []byte, now int64, yield func(origin.Cell, int64)) erro
 		c.Identifier = c.Identifier[:shared] + string(rest)
 		c.Sequence += d.varint()
 		count := d.uvarint()
-		if d.err == nil && (count == 0 || count > 1<<62) {
+		if d.err == nil && (count == 0 || count > math.MaxInt64) {
 			d.fail("cell %d has count %d", i, count)
 		}
 		if d.err == nil && cellExpiresAt(c) > now {
