@@ -21,7 +21,8 @@ const deadlockRetries = 3
 // Publish implements [global.Store]: it appends region's counts to the
 // batches table, packed Config.ChunkRows cells to a row (see batch), the
 // rows of a call in as few INSERT statements as keep each under
-// maxStatementPayload bytes of payload; it does not announce region (see
+// maxStatementPayload bytes of payload and a pull's page of rows (see
+// statements); it does not announce region (see
 // Announce), and a call with no count to write sends nothing. Counts of 0 or
 // less are not written (an absent entry counts 0). Nothing stored changes:
 // a cell's entry is the highest count of its rows (readers take the max), so
