@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"sort"
 	"sync"
 
@@ -19,28 +20,32 @@ const (
 	mysqlRecentOverlap = 1_000 // ms: global/mysql's recentOverlap
 )
 
-// changeLog is what the simulated MySQL store's pulls would read: the
-// batch rows written, in the order of the time they were written, and each
-// region's last pulls, so that a pull counts the rows a MySQL pull would
-// read at that point (see readRows).
+// changeLog is what the simulated MySQL store's reads would read: the
+// batch rows and the denial rows written, each in the order of the time
+// they were written, and each region's last reads of each, so that a read
+// counts the rows a MySQL read would read at that point (see readRows).
 type changeLog struct {
 	mu      sync.Mutex
-	changes []rowsWritten // oldest first; those older than any pull reads dropped
-	pulls   map[string]pullMarks
-	// denials holds when each denial row was written, oldest first, and
-	// denialReads each region's last read of denials (ms).
-	denials     []int64
-	denialReads map[string]pullMarks
+	batches rowLog
+	denials rowLog
 }
 
-// rowsWritten is a publish's batch rows, written at at (ms of the virtual
-// clock), the last of their cells expiring at expiresAt.
+// rowLog is one table's rows as its reads see them: the rows written,
+// oldest first (those older than any read reads dropped), and each
+// region's last reads.
+type rowLog struct {
+	written []rowsWritten
+	reads   map[string]pullMarks
+}
+
+// rowsWritten is rows rows written at at (ms of the virtual clock), the
+// last of their cells expiring at expiresAt.
 type rowsWritten struct {
 	at, expiresAt int64
 	rows          int
 }
 
-// pullMarks are a region's last pull and last whole pull (ms).
+// pullMarks are a region's last read and last whole read (ms).
 type pullMarks struct {
 	last, whole int64
 }
@@ -56,59 +61,54 @@ func (l *changeLog) add(now int64, counts []global.Count, rows int) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.changes = append(l.changes, w)
+	l.batches.written = append(l.batches.written, w)
 }
 
-// readRows returns how many rows a pull of region at now reads: the batch
-// rows written after the pull's starting point and active at now. It drops
-// the changes no pull can read again.
+// addDenials records n denial rows as written at now. A read of denials
+// counts the rows of its range whatever their expiry.
+func (l *changeLog) addDenials(now int64, n int) {
+	if n == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.denials.written = append(l.denials.written, rowsWritten{at: now, expiresAt: math.MaxInt64, rows: n})
+}
+
+// readRows returns how many batch rows a pull of region at now reads (see
+// rowLog.read).
 func (l *changeLog) readRows(region string, now int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pulls == nil {
-		l.pulls = map[string]pullMarks{}
-	}
-	from := nextRead(l.pulls, region, now)
-	i := sort.Search(len(l.changes), func(i int) bool { return l.changes[i].at > from })
-	n := 0
-	for _, c := range l.changes[i:] {
-		if c.at <= now && c.expiresAt > now {
-			n += c.rows
-		}
-	}
-	l.trim(now)
-	return n
-}
-
-// addDenials records n denial rows as written at now.
-func (l *changeLog) addDenials(now int64, n int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for range n {
-		l.denials = append(l.denials, now)
-	}
+	return l.batches.read(region, now)
 }
 
 // readDenialRows returns how many denial rows a read of denials by region
-// at now reads: the rows of every region written since its starting
-// point, which the store moves as it does a pull's (see readRows: recent
-// reads from the last read less mysqlRecentOverlap, whole ones every
-// mysqlCursorOverlap from the last whole read less mysqlCursorOverlap), or
-// every row at its first.
+// at now reads (see rowLog.read): the store moves a read of denials as it
+// does a pull.
 func (l *changeLog) readDenialRows(region string, now int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.denialReads == nil {
-		l.denialReads = map[string]pullMarks{}
+	return l.denials.read(region, now)
+}
+
+// read returns how many rows a read of region at now reads: the rows
+// written after its starting point (see nextRead) and active at now. It
+// drops the rows no read can read again.
+func (g *rowLog) read(region string, now int64) int {
+	if g.reads == nil {
+		g.reads = map[string]pullMarks{}
 	}
-	from := nextRead(l.denialReads, region, now)
-	i := sort.Search(len(l.denials), func(i int) bool { return l.denials[i] > from })
-	j := sort.Search(len(l.denials), func(j int) bool { return l.denials[j] > now })
-	if keep := sort.Search(len(l.denials), func(k int) bool { return l.denials[k] > now-3*mysqlCursorOverlap }); keep > len(l.denials)/2 {
-		l.denials = append(l.denials[:0], l.denials[keep:]...)
-		i, j = max(i-keep, 0), j-keep
+	from := nextRead(g.reads, region, now)
+	i := sort.Search(len(g.written), func(i int) bool { return g.written[i].at > from })
+	n := 0
+	for _, w := range g.written[i:] {
+		if w.at <= now && w.expiresAt > now {
+			n += w.rows
+		}
 	}
-	return j - i
+	g.trim(now)
+	return n
 }
 
 // nextRead records a read of region at now in marks and returns where it
@@ -132,13 +132,13 @@ func nextRead(marks map[string]pullMarks, region string, now int64) int64 {
 	return from
 }
 
-// trim drops the changes older than any region's next pull reads from
-// (whole pulls read back 2 × mysqlCursorOverlap at most), once they are a
+// trim drops the rows older than any region's next read reads from
+// (whole reads read back 2 × mysqlCursorOverlap at most), once they are a
 // good share of the log.
-func (l *changeLog) trim(now int64) {
+func (g *rowLog) trim(now int64) {
 	keep := now - 3*mysqlCursorOverlap
-	i := sort.Search(len(l.changes), func(i int) bool { return l.changes[i].at > keep })
-	if i > len(l.changes)/2 {
-		l.changes = append(l.changes[:0], l.changes[i:]...)
+	i := sort.Search(len(g.written), func(i int) bool { return g.written[i].at > keep })
+	if i > len(g.written)/2 {
+		g.written = append(g.written[:0], g.written[i:]...)
 	}
 }
