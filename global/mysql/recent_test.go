@@ -66,18 +66,25 @@ func TestRecentPulls(t *testing.T) {
 		{"the overlap after the whole pull: whole", whole.Next, DefaultCursorOverlap.Milliseconds(), []string{"late", "second", "first"}, nil, true},
 	} {
 		p, got := pull(tc.cursor, wall+tc.at)
-		for _, id := range tc.want {
-			if !got[id] {
-				t.Errorf("%s: %q not read (read %v)", tc.name, id, got)
-			}
-		}
-		for _, id := range tc.dontWant {
-			if got[id] {
-				t.Errorf("%s: %q read again (read %v)", tc.name, id, got)
-			}
-		}
+		checkRead(t, tc.name, got, tc.want, tc.dontWant)
 		if moved := p.Next != tc.cursor; moved != tc.whole {
 			t.Errorf("%s: cursor %d from %d: a whole pull's %v, want %v", tc.name, p.Next, tc.cursor, moved, tc.whole)
+		}
+	}
+}
+
+// checkRead fails t unless got, the identifiers a read read, holds every
+// one of want and none of dontWant.
+func checkRead(t *testing.T, name string, got map[string]bool, want, dontWant []string) {
+	t.Helper()
+	for _, id := range want {
+		if !got[id] {
+			t.Errorf("%s: %q not read (read %v)", name, id, got)
+		}
+	}
+	for _, id := range dontWant {
+		if got[id] {
+			t.Errorf("%s: %q read again (read %v)", name, id, got)
 		}
 	}
 }
@@ -173,16 +180,7 @@ func TestRecentDenialReads(t *testing.T) {
 		{"the overlap after the whole read: whole", DefaultCursorOverlap.Milliseconds(), []string{"late", "second", "first"}, nil, true},
 	} {
 		next, got := read(whole, wall+tc.at)
-		for _, id := range tc.want {
-			if !got[id] {
-				t.Errorf("%s: %q not read (read %v)", tc.name, id, got)
-			}
-		}
-		for _, id := range tc.dontWant {
-			if got[id] {
-				t.Errorf("%s: %q read (read %v)", tc.name, id, got)
-			}
-		}
+		checkRead(t, tc.name, got, tc.want, tc.dontWant)
 		if moved := next != whole; moved != tc.whole {
 			t.Errorf("%s: cursor %d from %d: a whole read's %v, want %v", tc.name, next, whole, moved, tc.whole)
 		}
