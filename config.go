@@ -195,8 +195,9 @@ type GlobalConfig struct {
 
 	// CleanupEvery is the number of intervals between two cleanups of
 	// expired rows, which the region's leader runs (and one node at a time
-	// of all regions, by the store's lock). Default 12 (a minute at the
-	// default interval).
+	// of all regions, by the store's lock) in its first round after each
+	// multiple of CleanupEvery × Interval on the clock, whichever node
+	// leads. Default 12 (a minute at the default interval).
 	CleanupEvery int
 }
 

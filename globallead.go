@@ -14,8 +14,8 @@ import (
 // region's nodes nominated, pulls the other regions' counts and denial rows
 // from the store, imports them into the regional origin (where every node
 // reads them with its hydrations, refreshes and replays), writes the
-// region's counts and denials, announces the region and, every
-// CleanupEvery rounds, deletes expired rows (one node at a time, by the
+// region's counts and denials, announces the region and, once every
+// CleanupEvery intervals of the clock, deletes expired rows (one node at a time, by the
 // store's lock). The store's work so grows with regions, not with nodes.
 
 // lead takes or renews the region's lease, storing with it the leader's
@@ -102,8 +102,8 @@ func newLeaderState(lease origin.Lease) leaderState {
 // and imports the other regions' denial rows (with the pull when the store
 // implements global.PullerWithDenials and both mechanisms run: one read,
 // not two), writes the region's denials, announces the region when due,
-// and cleans up every CleanupEvery intervals (CleanupEvery ×
-// roundsPerInterval rounds).
+// and cleans up once every CleanupEvery intervals, on the clock's
+// multiples of that period (see cleanupDue).
 func (l *Limiter) leadRound(ctx context.Context, now int64, st *GlobalStats) {
 	g := &l.global
 	l.takeNominations(ctx, now, st)
@@ -123,11 +123,23 @@ func (l *Limiter) leadRound(ctx context.Context, now int64, st *GlobalStats) {
 	l.importDenials(ctx, now, denials, st)
 	l.writeDenials(ctx, now, denials, st)
 	g.lead.rounds++
-	if g.lead.rounds%(g.cfg.CleanupEvery*roundsPerInterval) == 0 {
+	if cleanupDue(g.lead.lastRound, now, int64(g.cfg.CleanupEvery)*g.cfg.Interval.Milliseconds()) {
 		n, err := g.cfg.Store.Cleanup(ctx, now, cleanupBatch)
 		st.Cleaned = n
 		st.fail(err)
 	}
+	g.lead.lastRound = now
+}
+
+// cleanupDue reports whether a leader's round at now, whose last round was
+// at last (0 before its first), cleans up: whether a multiple of period
+// (Unix ms) passed since last. The schedule is the clock's, not the
+// leader's: a node that takes the lease keeps it, so leaders that change
+// more often than period still clean up, and a takeover neither skips
+// nor adds a cleanup unless the boundary falls before the new leader's
+// first round.
+func cleanupDue(last, now, period int64) bool {
+	return last > 0 && period > 0 && now/period > last/period
 }
 
 // takeNominations takes the nominations waiting in the region's queue: the

@@ -160,8 +160,11 @@ type leaderState struct {
 	// they expire: a denial of this region's for one of them is not
 	// written (the store keeps the first row of a cell).
 	received map[origin.Cell]struct{}
-	// rounds counts rounds, for the cleanup schedule.
+	// rounds counts rounds, for forgetting imported entries.
 	rounds int
+	// lastRound is the time (Unix ms) of the leader's last round, 0 before
+	// its first: a round that crosses a cleanup boundary cleans up.
+	lastRound int64
 	// announceAt is the time (Unix ms) from which the leader announces its
 	// region again even with nothing to publish.
 	announceAt int64

@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,5 +222,50 @@ func TestLeaderTakesTheLeaseCursors(t *testing.T) {
 	if from := spies[0].from[a1Pulls]; from != stored {
 		t.Fatalf("a1's first pull after taking the lease back is from %d, want a2's stored cursor %d (a1's own was %d)",
 			from, stored, spies[0].next[a1Pulls-1])
+	}
+}
+
+// cleanupsSeen counts the cleanups run on the store it wraps.
+type cleanupsSeen struct {
+	global.Store
+	n atomic.Int64
+}
+
+func (s *cleanupsSeen) Cleanup(ctx context.Context, now int64, batch int) (int, error) {
+	s.n.Add(1)
+	return s.Store.Cleanup(ctx, now, batch)
+}
+
+// TestCleanupKeepsTheClocksSchedule: region a's leader a1 stalls before
+// its first cleanup is due and a2 takes over. The cleanups keep the clock's
+// schedule, one after each multiple of CleanupEvery intervals whichever
+// node leads, rather than starting again with the new leader (which would
+// skip one, and under leaders that change faster than the period, all).
+func TestCleanupKeepsTheClocksSchedule(t *testing.T) {
+	const interval = time.Second
+	shared := globalmemory.New()
+	a := &cleanupsSeen{Store: shared}
+	r := newLeaderRig(t, interval, [3]global.Store{a, a, shared})
+	const period = 12 * interval // CleanupEvery's default
+	start := r.clock.now()
+	untilPeriods := func(k float64, ns ...drivenNode) {
+		for r.clock.now().Sub(start) < time.Duration(k*float64(period)) {
+			r.rounds(1, ns...)
+		}
+	}
+	untilPeriods(0.6, r.a1, r.a2, r.b) // a1 leads
+	if !r.seen[0].leader {
+		t.Fatal("a1 does not lead")
+	}
+	untilPeriods(1.5, r.a2, r.b) // a1 stalls: a2 takes over and crosses a boundary
+	if !r.seen[1].leader {
+		t.Fatal("a2 did not take over")
+	}
+	if got := a.n.Load(); got != 1 {
+		t.Fatalf("%d cleanups by region a in its first 1.5 periods (a leader change within the first); want 1", got)
+	}
+	untilPeriods(3.5, r.a2, r.b)
+	if got := a.n.Load(); got != 3 {
+		t.Fatalf("%d cleanups by region a in 3.5 periods; want 3", got)
 	}
 }

@@ -55,7 +55,7 @@ func TestSimulatedCostsMatchRealProcesses(t *testing.T) {
 		run    = 2 * d
 		margin = 0.2
 	)
-	addr, dsn := testenv.RedisAddr(t), testenv.MySQLDSN(t)
+	addr, dsn := testenv.RedisAddr(t), freshDatabase(t) // the simulation starts on empty tables too
 	ws := fmt.Sprintf("e2e-costs-%d", time.Now().UnixNano())
 	var nodes []*node
 	for i, region := range []string{"eu", "us"} {

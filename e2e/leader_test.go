@@ -72,11 +72,14 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 	const (
 		ids      = 200
 		limit    = 50
-		d        = 12 * time.Second // a run of two windows holds two of a leader's cleanups (every 12 intervals)
+		d        = 12 * time.Second // a leader's cleanup period (12 intervals)
 		run      = 2 * d
 		interval = time.Second
 	)
-	addr, dsn := testenv.RedisAddr(t), testenv.MySQLDSN(t)
+	// Each run has a database of its own: rows other tests left in shared
+	// tables would be read, cleaned and compacted by whichever run came
+	// first, and the two runs would not do the same work.
+	addr, dsn := testenv.RedisAddr(t), freshDatabase(t)
 	ws := fmt.Sprintf("e2e-leader-%d-%d", perRegion, time.Now().UnixNano())
 	var nodes []*node
 	for i, region := range []string{"eu", "us"} {
@@ -95,7 +98,12 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 	begin := time.Now().Truncate(d).Add(d)
 	time.Sleep(time.Until(begin) - 300*time.Millisecond)
 	leader := leaderOf(t, nodes[:perRegion])
-	killAt := begin.Add(run / 2)
+	// Leaders clean up in their first round after each multiple of 12
+	// intervals on the clock, here begin, begin+d and begin+run: the kill
+	// falls between two, and the counters are read just before the last,
+	// so every run holds the same cleanups (the first finds nothing to
+	// delete, the second a window's rows).
+	killAt := begin.Add(run/2 + d/4)
 	live := func(due time.Time) []*node {
 		if !kill || due.Before(killAt.Add(-time.Second)) { // a request in flight at the kill would fail
 			return nodes
@@ -116,7 +124,7 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 	}
 	before := mysqlCounters(t, db)
 	sent := spreadLoadAt(1, live, "leader", 13, ids, limit, d, begin, run)
-	time.Sleep(time.Until(begin.Add(run)) + 200*time.Millisecond)
+	time.Sleep(time.Until(begin.Add(run)) - interval/10)
 	after := mysqlCounters(t, db)
 	if len(sent.failures) > 0 {
 		t.Fatalf("%d requests failed, e.g. %s", len(sent.failures), sent.failures[0])

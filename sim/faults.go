@@ -250,15 +250,29 @@ func (g *globalCounts) newDenialRows(denials []global.Denial) int {
 	return n
 }
 
-// forgetDenials forgets the cells whose denial rows expired by now.
-func (g *globalCounts) forgetDenials(now int64) {
+// forgetDenials forgets the cells whose denial rows expired by now and
+// returns how many it forgot: the rows a cleanup at now deletes.
+func (g *globalCounts) forgetDenials(now int64) int {
 	g.deniedMu.Lock()
 	defer g.deniedMu.Unlock()
+	n := 0
 	for c, exp := range g.denied {
 		if exp <= now {
 			delete(g.denied, c)
+			n++
 		}
 	}
+	return n
+}
+
+// cleanedUp counts the rows a cleanup reads that deletes batches batch
+// rows and denials denial rows: each of its DELETEs (of batch rows, of
+// denials, of the earlier releases' rows) reads the rows it deletes, by
+// their expiry's index, and one more, its range's end. Its look for rows
+// to merge, which reads the rows of windows longer than ten minutes once
+// they are five minutes old, is not counted.
+func (g *globalCounts) cleanedUp(batches, denials int) {
+	g.rowsRead.Add(int64(batches + denials + 3))
 }
 
 // readRows counts the rows a read of the MySQL store reads, as MariaDB's
@@ -443,7 +457,7 @@ func (f *faultyGlobal) Cleanup(ctx context.Context, now int64, batch int) (int, 
 		return 0, global.ErrUnavailable
 	}
 	f.n.wrote(0, 6) // take the named lock, delete expired batch rows, denials and legacy rows, look for rows to merge, release it
-	f.n.forgetDenials(now)
+	f.n.cleanedUp(f.n.changes.expired(now), f.n.forgetDenials(now))
 	return f.Store.Cleanup(ctx, now, batch)
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"math"
 	"sort"
 	"sync"
@@ -28,6 +29,9 @@ type changeLog struct {
 	mu      sync.Mutex
 	batches rowLog
 	denials rowLog
+	// expiring holds the batch rows written, by expiry, until a cleanup
+	// deletes them (see expired).
+	expiring expiryHeap
 }
 
 // rowLog is one table's rows as its reads see them: the rows written,
@@ -62,6 +66,33 @@ func (l *changeLog) add(now int64, counts []global.Count, rows int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.batches.written = append(l.batches.written, w)
+	heap.Push(&l.expiring, w)
+}
+
+// expired returns how many batch rows expired by now that no cleanup
+// deleted yet, and forgets them: what a cleanup at now deletes.
+func (l *changeLog) expired(now int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for len(l.expiring) > 0 && l.expiring[0].expiresAt <= now {
+		n += heap.Pop(&l.expiring).(rowsWritten).rows
+	}
+	return n
+}
+
+// expiryHeap is a min-heap of rows written by expiry (container/heap).
+type expiryHeap []rowsWritten
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expiresAt < h[j].expiresAt }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(rowsWritten)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return w
 }
 
 // addDenials records n denial rows as written at now. A read of denials
