@@ -258,7 +258,7 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 			Name: "sluice_cluster_cells_seeded_total", Help: "Cells this node handed to their new owner after a ring change.",
 		}),
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_cluster_rpcs_total", Help: "Peer RPCs sent by this node, by kind (load, apply, decide, seed) and outcome.",
+			Name: "sluice_cluster_rpcs_total", Help: "Peer RPCs sent by this node, by kind (load, apply, decide, decides, seed, withdraw, analytics; lead, nominate, nominated and import for the global layer) and outcome.",
 		}, []string{"kind", "outcome"}),
 		rpcSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_cluster_rpc_duration_seconds", Help: "Duration of the peer RPCs sent by this node, by kind.",

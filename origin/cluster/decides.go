@@ -208,7 +208,7 @@ func (r decideReply) verdict(p *peer, asks int) (origin.Verdict, error) {
 	if len(r.A) != asks {
 		return origin.Verdict{}, fmt.Errorf("cluster: %s at %s: %w: %d verdicts for %d asks", KindDecide, p.id, ErrRefused, len(r.A), asks)
 	}
-	return origin.Verdict{Admitted: r.A, Counts: origin.Counts{Current: r.C, Previous: r.P}, Stale: r.Stale, Share: r.Share}, nil
+	return origin.Verdict{Admitted: r.A, Counts: countsReply{C: r.C, P: r.P, IC: r.IC, IP: r.IP}.counts(), Stale: r.Stale, Share: r.Share}, nil
 }
 
 // serveDecides makes the decisions of a decides call in order. A decision

@@ -2,10 +2,14 @@ package cluster
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/global"
+	globalmemory "github.com/sluicehq/sluice/global/memory"
+	"github.com/sluicehq/sluice/internal/drive"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -160,5 +164,107 @@ func awayFromCellEnd(d, need time.Duration) {
 	end := time.UnixMilli((time.Now().UnixMilli()/ms + 1) * ms)
 	if time.Until(end) < need {
 		time.Sleep(time.Until(end) + 100*time.Millisecond)
+	}
+}
+
+// leaderObserver keeps whether the limiter's last global round ran on its
+// region's leader.
+type leaderObserver struct {
+	leader atomic.Bool
+}
+
+func (*leaderObserver) OriginRead(string, time.Duration, error) {}
+func (*leaderObserver) Replayed(int, time.Duration, error)      {}
+func (*leaderObserver) ReplayBacklog(int64)                     {}
+func (*leaderObserver) Swept(int, int)                          {}
+func (*leaderObserver) Evicted(string, int)                     {}
+func (*leaderObserver) Dropped(string, int, int64)              {}
+func (o *leaderObserver) GlobalRound(st sluice.GlobalStats)     { o.leader.Store(st.Leader) }
+
+// pullsSeen counts the pulls one node makes of the global store it wraps.
+type pullsSeen struct {
+	global.Store
+	n atomic.Int64
+}
+
+func (s *pullsSeen) Pull(ctx context.Context, region string, cursor global.Cursor, now, activeFor int64) (global.Pull, error) {
+	s.n.Add(1)
+	return s.Store.Pull(ctx, region, cursor, now, activeFor)
+}
+
+// TestClusterRegionsShareOneLeaderEach runs two regions of three cluster
+// nodes each on one global store, their rounds driven on one clock: one
+// node of each region leads and pulls the store, the others never do, and
+// a count spent on a node of one region (not its leader) reaches a node of
+// the other through the leaders, imported at the counter's owner and read
+// with a hydration there.
+func TestClusterRegionsShareOneLeaderEach(t *testing.T) {
+	const interval, limit, d = time.Second, 100, 10 * time.Minute
+	clock := &testClock{now: time.UnixMilli(5000*d.Milliseconds() + 1000)}
+	store := globalmemory.New()
+	type node struct {
+		l     *sluice.Limiter
+		h     drive.Handle
+		obs   *leaderObserver
+		pulls *pullsSeen
+	}
+	regions := map[string][]node{}
+	for _, region := range []string{"a", "b"} {
+		for _, nd := range newTestClusterWith(t, 3, Config{Secret: "s", Clock: clock.Now}) {
+			n := node{obs: &leaderObserver{}, pulls: &pullsSeen{Store: store}}
+			l, h, err := drive.New[*sluice.Limiter](sluice.Config{Origin: nd.o, Region: region, Clock: clock.Now, Observer: n.obs,
+				Global: &sluice.GlobalConfig{Store: n.pulls, Interval: interval}},
+				drive.Options{GlobalTicks: make(chan time.Time), ReplayTicks: make(chan time.Time)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			n.l, n.h = l, h
+			regions[region] = append(regions[region], n)
+		}
+	}
+	ctx := context.Background()
+	rounds := func(k int) {
+		for range k {
+			clock.advance(interval / drive.RoundsPerInterval)
+			for _, r := range []string{"a", "b"} {
+				for _, n := range regions[r] {
+					n.h.Flush()
+					_ = n.h.SyncGlobal(ctx)
+				}
+			}
+		}
+	}
+	rounds(3)
+	var leaders = map[string]int{}
+	for r, ns := range regions {
+		for i, n := range ns {
+			if n.obs.leader.Load() {
+				leaders[r] = i
+			}
+		}
+	}
+	spender := regions["a"][(leaders["a"]+1)%3]
+	if res, err := spender.l.Ratelimit(ctx, sluice.Request{Namespace: "ns", Identifier: "far", Limit: limit, Duration: d, Cost: 60}); err != nil || !res.Success {
+		t.Fatalf("spending 60 in region a: %+v, %v", res, err)
+	}
+	rounds(3 * drive.RoundsPerInterval)
+	for r, ns := range regions {
+		led := 0
+		for i, n := range ns {
+			if n.obs.leader.Load() {
+				led++
+			} else if got := n.pulls.n.Load(); got != 0 {
+				t.Errorf("region %s: node %d, not its leader, pulled the store %d times", r, i, got)
+			}
+		}
+		if led != 1 {
+			t.Errorf("region %s: %d leaders, want 1", r, led)
+		}
+	}
+	reader := regions["b"][(leaders["b"]+2)%3]
+	res, err := reader.l.Ratelimit(ctx, sluice.Request{Namespace: "ns", Identifier: "far", Limit: limit, Duration: d, Cost: 41})
+	if err != nil || res.Success {
+		t.Errorf("41 more in region b after 60 in region a: %+v, %v; want denied (the 60 imported)", res, err)
 	}
 }

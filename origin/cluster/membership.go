@@ -305,7 +305,8 @@ func (m *Membership) broadcast(e exceed) {
 	if err != nil {
 		return
 	}
-	name := fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", e.K.W, e.K.N, e.K.I, e.K.D, e.S)
+	k := e.K.key()
+	name := fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", k.Workspace, k.Namespace, k.Identifier, e.K.D, e.S)
 	m.queue.QueueBroadcast(&exceedBroadcast{name: name, msg: b})
 }
 

@@ -20,12 +20,21 @@ const (
 	// KindWithdraw withdraws the writer of a rolled-back batch's
 	// reservation at the cell's owner.
 	KindWithdraw Kind = "withdraw"
+	// KindLead, KindNominate and KindNominated are the region's lease and
+	// queue of nominations at the owner of the region's key, and
+	// KindImport the other regions' counts the leader imports at a cell's
+	// owner (see [Origin.Lead]).
+	KindLead      Kind = "lead"
+	KindNominate  Kind = "nominate"
+	KindNominated Kind = "nominated"
+	KindImport    Kind = "import"
 )
 
 // known reports whether k is one of the peer RPCs.
 func (k Kind) known() bool {
 	switch k {
-	case KindLoad, KindApply, KindDecide, KindDecides, KindSeed, KindAnalytics, KindWithdraw:
+	case KindLoad, KindApply, KindDecide, KindDecides, KindSeed, KindAnalytics, KindWithdraw,
+		KindLead, KindNominate, KindNominated, KindImport:
 		return true
 	}
 	return false

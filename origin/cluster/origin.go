@@ -412,7 +412,7 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 		if err := o.call(ctx, p, KindLoad, loadRequest{K: toWireKey(key), S: seq}, &reply); err != nil {
 			return origin.Counts{}, err
 		}
-		counts = origin.Counts{Current: reply.C, Previous: reply.P}
+		counts = reply.counts()
 	}
 	o.seen.record(origin.Cell{Key: key, Sequence: seq}, counts.Current)
 	o.seen.record(origin.Cell{Key: key, Sequence: seq - 1}, counts.Previous)
@@ -433,7 +433,7 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Tot
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	totals := make([]int64, len(deltas))
+	totals := make([]origin.Total, len(deltas))
 	errs := make([]error, len(deltas))
 	groups := map[*peer][]int{}
 	for i, d := range deltas {
@@ -463,18 +463,18 @@ func (o *Origin) Apply(ctx context.Context, deltas []origin.Delta) ([]origin.Tot
 	}
 	switch {
 	case len(failed) == 0:
-		return asTotals(totals), nil
+		return totals, nil
 	case len(failed) == len(deltas):
 		return nil, fmt.Errorf("%w: no owner of %d cells reachable: %w", ErrPeer, len(deltas), origin.ErrUnavailable)
 	default:
-		return asTotals(totals), fmt.Errorf("cluster: apply: %w", &origin.CellErrors{Failed: failed})
+		return totals, fmt.Errorf("cluster: apply: %w", &origin.CellErrors{Failed: failed})
 	}
 }
 
 // applyGroup applies the deltas at indexes idx, all owned by p (nil: this
 // node), and fills in their totals, or their errors, and what this node
 // has seen of them.
-func (o *Origin) applyGroup(ctx context.Context, p *peer, deltas []origin.Delta, idx []int, totals []int64, errs []error) {
+func (o *Origin) applyGroup(ctx context.Context, p *peer, deltas []origin.Delta, idx []int, totals []origin.Total, errs []error) {
 	batch := make([]origin.Delta, len(idx))
 	for j, i := range idx {
 		batch[j] = deltas[i]
@@ -486,7 +486,7 @@ func (o *Origin) applyGroup(ctx context.Context, p *peer, deltas []origin.Delta,
 			continue
 		}
 		totals[i] = t[j]
-		o.seen.recordWrite(batch[j].Cell, t[j], batch[j].Writer, batch[j].Sent)
+		o.seen.recordWrite(batch[j].Cell, t[j].Count, batch[j].Writer, batch[j].Sent)
 	}
 }
 
@@ -495,7 +495,7 @@ func (o *Origin) applyGroup(ctx context.Context, p *peer, deltas []origin.Delta,
 // not be reached, or p refused a delta whose cell it neither owns nor
 // stands in for ([ErrNotOwner]). The batch goes in calls of at most
 // maxCallCells deltas and maxBody bytes.
-func (o *Origin) applyAt(ctx context.Context, p *peer, batch []origin.Delta) ([]int64, []error) {
+func (o *Origin) applyAt(ctx context.Context, p *peer, batch []origin.Delta) ([]origin.Total, []error) {
 	failed := make([]error, len(batch))
 	if p == nil {
 		totals, err := o.localApply(ctx, batch)
@@ -506,7 +506,7 @@ func (o *Origin) applyAt(ctx context.Context, p *peer, batch []origin.Delta) ([]
 		}
 		return totals, failed
 	}
-	totals := make([]int64, len(batch))
+	totals := make([]origin.Total, len(batch))
 	wire := make([]wireDelta, len(batch))
 	for i, d := range batch {
 		wire[i] = toWireDelta(d)
@@ -530,7 +530,7 @@ func (o *Origin) applyAt(ctx context.Context, p *peer, batch []origin.Delta) ([]
 
 // applyCall sends one apply call of len(totals) deltas to p and fills in
 // their totals or errors.
-func (o *Origin) applyCall(ctx context.Context, p *peer, body []byte, totals []int64, failed []error) {
+func (o *Origin) applyCall(ctx context.Context, p *peer, body []byte, totals []origin.Total, failed []error) {
 	var reply applyReply
 	err := o.callBody(ctx, p, KindApply, body, &reply)
 	if err == nil && len(reply.T) != len(totals) {
@@ -542,7 +542,12 @@ func (o *Origin) applyCall(ctx context.Context, p *peer, body []byte, totals []i
 		}
 		return
 	}
-	copy(totals, reply.T)
+	for i, n := range reply.T {
+		totals[i].Count = n
+		if len(reply.I) == len(reply.T) {
+			totals[i].Imported = reply.I[i]
+		}
+	}
 	for _, i := range reply.Refused {
 		if i >= 0 && i < len(failed) {
 			failed[i] = fmt.Errorf("cluster: apply at %s: %w", p.id, ErrNotOwner)
@@ -583,33 +588,19 @@ func (o *Origin) localLoad(ctx context.Context, key origin.Key, seq int64) (orig
 	return o.store.Load(ctx, key, seq)
 }
 
-// asTotals returns counts as totals with nothing imported: a cluster
-// region's nodes import the other regions' counts themselves.
-func asTotals(counts []int64) []origin.Total {
-	out := make([]origin.Total, len(counts))
-	for i, n := range counts {
-		out[i].Count = n
-	}
-	return out
-}
-
 // localApply applies deltas to this node's store. A cell broadcast as
 // exhausted whose total grew since (increments that were on their way when
 // the owner decided it, or admitted by nodes on stale views) is broadcast
 // again with its new total, so the other nodes' views catch up with it.
-func (o *Origin) localApply(ctx context.Context, deltas []origin.Delta) ([]int64, error) {
+func (o *Origin) localApply(ctx context.Context, deltas []origin.Delta) ([]origin.Total, error) {
 	o.seedMu.RLock()
-	applied, err := o.store.Apply(ctx, deltas)
+	totals, err := o.store.Apply(ctx, deltas)
 	o.seedMu.RUnlock()
 	if err != nil {
 		return nil, err
 	}
-	totals := make([]int64, len(applied))
-	for i, t := range applied {
-		totals[i] = t.Count
-	}
 	for i, d := range deltas {
-		if !o.seen.grewSinceBroadcast(d.Cell, totals[i]) {
+		if !o.seen.grewSinceBroadcast(d.Cell, totals[i].Count) {
 			continue
 		}
 		counts, err := o.localLoad(ctx, d.Cell.Key, d.Cell.Sequence)

@@ -456,3 +456,35 @@ func TestRehomeDriven(t *testing.T) {
 		t.Errorf("a second Rehome with no change seeded %d cells, want 0", n)
 	}
 }
+
+// TestKeysCrossTheWireUnchanged: names that are not valid UTF-8, which JSON
+// would turn into U+FFFD, reach their owner byte for byte, so two such
+// counters stay two.
+func TestKeysCrossTheWireUnchanged(t *testing.T) {
+	nodes := newTestCluster(t, 2, "s")
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	var keys []origin.Key
+	for i := 0; len(keys) < 2; i++ {
+		k := origin.Key{Workspace: "w\xff", Namespace: "n", Identifier: fmt.Sprintf("\xfe%d\xff", i), Duration: time.Minute}
+		if a.o.Ring().Owner(k) == b.o.ID() {
+			keys = append(keys, k)
+		}
+	}
+	w := newWriter()
+	for i, k := range keys {
+		if _, err := a.o.Apply(ctx, []origin.Delta{{Cell: origin.Cell{Key: k, Sequence: seq}, Writer: w, Sent: int64(3 + 2*i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, k := range keys {
+		want := int64(3 + 2*i)
+		if c, err := a.o.Load(ctx, k, seq); err != nil || c.Current != want {
+			t.Errorf("Load(%q) at a = %d, %v; want %d", k.Identifier, c.Current, err, want)
+		}
+		if c, _ := b.o.store.Load(ctx, k, seq); c.Current != want {
+			t.Errorf("the owner holds %d under %q, want %d", c.Current, k.Identifier, want)
+		}
+	}
+}

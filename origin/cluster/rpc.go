@@ -257,6 +257,14 @@ func (o *Origin) dispatch(ctx context.Context, kind Kind, body []byte) (reply an
 		return o.serveAnalytics(ctx, body)
 	case KindWithdraw:
 		return o.serveWithdraw(ctx, body)
+	case KindLead:
+		return o.serveLead(ctx, body)
+	case KindNominate:
+		return o.serveNominate(ctx, body)
+	case KindNominated:
+		return o.serveNominated(ctx, body)
+	case KindImport:
+		return o.serveImport(ctx, body)
 	default:
 		return nil, http.StatusNotFound, fmt.Errorf("cluster: unknown call %q", kind)
 	}
@@ -281,7 +289,7 @@ func (o *Origin) serveLoad(ctx context.Context, body []byte) (any, int, error) {
 	}
 	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S}, c.Current)
 	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S - 1}, c.Previous)
-	return countsReply{C: c.Current, P: c.Previous}, http.StatusOK, nil
+	return toCountsReply(c), http.StatusOK, nil
 }
 
 // serveApply applies the deltas of the cells this node owns or stands in
@@ -314,8 +322,14 @@ func (o *Origin) serveApply(ctx context.Context, body []byte) (any, int, error) 
 			return nil, http.StatusServiceUnavailable, err
 		}
 		for j, d := range deltas {
-			reply.T[taken[j]] = totals[j]
-			o.seen.recordWrite(d.Cell, totals[j], d.Writer, d.Sent)
+			reply.T[taken[j]] = totals[j].Count
+			if totals[j].Imported != 0 {
+				if reply.I == nil {
+					reply.I = make([]int64, len(req.D))
+				}
+				reply.I[taken[j]] = totals[j].Imported
+			}
+			o.seen.recordWrite(d.Cell, totals[j].Count, d.Writer, d.Sent)
 		}
 	}
 	return reply, http.StatusOK, nil
@@ -344,7 +358,7 @@ func (o *Origin) decideHere(ctx context.Context, c origin.Check) (decideReply, e
 	}
 	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
 	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
-	return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous, Stale: v.Stale, Share: v.Share}, nil
+	return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous, IC: v.Counts.Imported.Current, IP: v.Counts.Imported.Previous, Stale: v.Stale, Share: v.Share}, nil
 }
 
 // serveSeed raises the cells this node owns or stands in for to their

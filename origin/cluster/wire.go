@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/origin"
 )
@@ -9,24 +10,49 @@ import (
 // The JSON messages of the peer RPC and of the exceed broadcast. Field names
 // are short: they cross the network for every batch.
 
+// wireKey is a counter's key on the wire. A name that is not valid UTF-8
+// (which JSON would change) travels as bytes (base64) in WB, NB or IB, its
+// string field left empty, so that every key crosses the wire unchanged.
 type wireKey struct {
-	W string `json:"w"`
-	N string `json:"n"`
-	I string `json:"i"`
-	D int64  `json:"d"` // ms
+	W  string `json:"w"`
+	N  string `json:"n"`
+	I  string `json:"i"`
+	D  int64  `json:"d"` // ms
+	WB []byte `json:"wb,omitempty"`
+	NB []byte `json:"nb,omitempty"`
+	IB []byte `json:"ib,omitempty"`
 }
 
 func toWireKey(k origin.Key) wireKey {
-	return wireKey{W: k.Workspace, N: k.Namespace, I: k.Identifier, D: k.Duration.Milliseconds()}
+	w := wireKey{D: k.Duration.Milliseconds()}
+	w.W, w.WB = wireName(k.Workspace)
+	w.N, w.NB = wireName(k.Namespace)
+	w.I, w.IB = wireName(k.Identifier)
+	return w
+}
+
+// wireName returns s as a wireKey carries it: as a string if it is valid
+// UTF-8, else as bytes.
+func wireName(s string) (string, []byte) {
+	if utf8.ValidString(s) {
+		return s, nil
+	}
+	return "", []byte(s)
 }
 
 func (k wireKey) key() origin.Key {
-	return origin.Key{Workspace: k.W, Namespace: k.N, Identifier: k.I, Duration: time.Duration(k.D) * time.Millisecond}
+	return origin.Key{Workspace: k.W + string(k.WB), Namespace: k.N + string(k.NB), Identifier: k.I + string(k.IB),
+		Duration: time.Duration(k.D) * time.Millisecond}
 }
 
 // valid reports whether the key can name a counter that may cross the
-// wire: a positive duration and at most MaxKeyBytes of names.
-func (k wireKey) valid() bool { return k.D > 0 && len(k.W)+len(k.N)+len(k.I) <= MaxKeyBytes }
+// wire: a positive duration, at most MaxKeyBytes of names, and each name
+// as a string or as bytes, not both.
+func (k wireKey) valid() bool {
+	n := len(k.W) + len(k.N) + len(k.I) + len(k.WB) + len(k.NB) + len(k.IB)
+	both := (k.W != "" && k.WB != nil) || (k.N != "" && k.NB != nil) || (k.I != "" && k.IB != nil)
+	return k.D > 0 && n <= MaxKeyBytes && !both
+}
 
 // keyBytes is the size of the names of k, which MaxKeyBytes bounds.
 func keyBytes(k origin.Key) int { return len(k.Workspace) + len(k.Namespace) + len(k.Identifier) }
@@ -51,9 +77,22 @@ type loadRequest struct {
 	S int64   `json:"s"`
 }
 
+// countsReply carries the totals of both cells and, when the region's
+// leader imported other regions' counts into the owner (see Origin's
+// [origin.Region]), their imported counts.
 type countsReply struct {
-	C int64 `json:"c"`
-	P int64 `json:"p"`
+	C  int64 `json:"c"`
+	P  int64 `json:"p"`
+	IC int64 `json:"ic,omitempty"`
+	IP int64 `json:"ip,omitempty"`
+}
+
+func toCountsReply(c origin.Counts) countsReply {
+	return countsReply{C: c.Current, P: c.Previous, IC: c.Imported.Current, IP: c.Imported.Previous}
+}
+
+func (r countsReply) counts() origin.Counts {
+	return origin.Counts{Current: r.C, Previous: r.P, Imported: origin.Imported{Current: r.IC, Previous: r.IP}}
 }
 
 // applyRequest is a batch of deltas for cells the receiver owns, or stands
@@ -72,6 +111,10 @@ type applyRequest struct {
 type applyReply struct {
 	T       []int64 `json:"t"`
 	Refused []int   `json:"r,omitempty"`
+	// I carries the imported count of each delta's cell, in order, when
+	// one is not zero (see [origin.Total]); an owner of a version before
+	// the cluster's region leaves it out.
+	I []int64 `json:"i,omitempty"`
 }
 
 type decideRequest struct {
@@ -118,6 +161,8 @@ type decideReply struct {
 	A     []bool `json:"a"`
 	C     int64  `json:"c"`
 	P     int64  `json:"p"`
+	IC    int64  `json:"ic,omitempty"` // imported, as in countsReply
+	IP    int64  `json:"ip,omitempty"`
 	Stale bool   `json:"st,omitempty"`
 	Share int64  `json:"sh"`
 }
