@@ -91,8 +91,12 @@ type nominatedRequest struct {
 	Skip []string `json:"sk,omitempty"`
 }
 
+// nominatedReply carries the nominations taken, and whether the queue may
+// hold more: the owner takes at most maxCallCells a call and puts back at
+// the queue's end those that would take the reply over maxBody.
 type nominatedReply struct {
-	N []wireNomination `json:"n"`
+	N    []wireNomination `json:"n"`
+	More bool             `json:"more,omitempty"`
 }
 
 // wireImport is an origin.Import on the wire.
@@ -209,27 +213,34 @@ func (o *Origin) Nominate(ctx context.Context, ns []origin.Nomination) error {
 	return nil
 }
 
-// Nominated takes up to max nominations, at most maxCallCells a call,
-// from the queue at the owner of the region's key (see [origin.Region]).
+// Nominated takes up to max nominations from the queue at the owner of
+// the region's key (see [origin.Region]): from another member, in calls of
+// at most maxCallCells, until it has max or the owner has no more. What
+// earlier calls took is returned with a later call's error.
 func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, error) {
 	if err := o.checkOpen(); err != nil {
 		return nil, err
 	}
-	max = min(max, maxCallCells)
 	p := o.route(regionKey)
 	if p == nil {
 		return o.store.Nominated(ctx, max)
 	}
-	var reply nominatedReply
-	if err := o.call(ctx, p, KindNominated, nominatedRequest{Max: max, Skip: o.view.Load().downIDs()}, &reply); err != nil {
-		return nil, err
-	}
-	if len(reply.N) > max {
-		return nil, fmt.Errorf("cluster: %s at %s: %w: %d nominations for %d asked", KindNominated, p.id, ErrRefused, len(reply.N), max)
-	}
-	out := make([]origin.Nomination, len(reply.N))
-	for i, w := range reply.N {
-		out[i] = w.nomination()
+	var out []origin.Nomination
+	for calls := 0; len(out) < max && calls < 2*(max/maxCallCells+1); calls++ {
+		ask := min(max-len(out), maxCallCells)
+		var reply nominatedReply
+		if err := o.call(ctx, p, KindNominated, nominatedRequest{Max: ask, Skip: o.view.Load().downIDs()}, &reply); err != nil {
+			return out, err
+		}
+		if len(reply.N) > ask {
+			return out, fmt.Errorf("cluster: %s at %s: %w: %d nominations for %d asked", KindNominated, p.id, ErrRefused, len(reply.N), ask)
+		}
+		for _, w := range reply.N {
+			out = append(out, w.nomination())
+		}
+		if !reply.More {
+			break
+		}
 	}
 	return out, nil
 }
@@ -357,13 +368,27 @@ func (o *Origin) serveNominated(ctx context.Context, body []byte) (any, int, err
 	if !o.servesRegion(req.Skip) {
 		return nil, http.StatusConflict, fmt.Errorf("cluster: %s: %w", KindNominated, errNotRegionOwner)
 	}
-	ns, err := o.store.Nominated(ctx, min(req.Max, maxCallCells))
+	ask := min(req.Max, maxCallCells)
+	ns, err := o.store.Nominated(ctx, ask)
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}
-	reply := nominatedReply{N: make([]wireNomination, len(ns))}
+	reply := nominatedReply{N: make([]wireNomination, 0, len(ns)), More: len(ns) == ask && ask > 0}
+	size := 64 // the reply's braces, field names and flag
 	for i, n := range ns {
-		reply.N[i] = toWireNomination(n)
+		w := toWireNomination(n)
+		b, err := json.Marshal(w)
+		if err != nil || size+len(b)+1 > maxBody {
+			// Put the rest back, at the queue's end: a nomination's
+			// order does not matter (a leader keeps each cell's highest).
+			if err := o.store.Nominate(ctx, ns[i:]); err != nil {
+				return nil, http.StatusServiceUnavailable, err
+			}
+			reply.More = true
+			break
+		}
+		size += len(b) + 1
+		reply.N = append(reply.N, w)
 	}
 	return reply, http.StatusOK, nil
 }

@@ -171,3 +171,44 @@ func TestRegionCallsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestNominatedOverManyCalls: a leader that is not the queue's owner takes
+// a queue longer than one call carries, and one whose nominations' names
+// would take a reply over its byte cap, whole, in calls of their own.
+func TestNominatedOverManyCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		bytes int // of each identifier
+	}{
+		{"over the nominations of a call", 3*maxCallCells + 7, 8},
+		{"over the bytes of a reply", maxCallCells, 8 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, others, _ := regionCluster(t)
+			ctx := context.Background()
+			ns := make([]origin.Nomination, tc.n)
+			for i := range ns {
+				id := fmt.Sprintf("%d-%s", i, strings.Repeat("x", tc.bytes))
+				ns[i] = origin.Nomination{Cell: origin.Cell{Key: origin.Key{Identifier: id, Duration: time.Minute}, Sequence: 1}, Count: int64(i + 1)}
+			}
+			if err := others[0].o.Nominate(ctx, ns); err != nil {
+				t.Fatal(err)
+			}
+			got, err := others[1].o.Nominated(ctx, 8192)
+			if err != nil || len(got) != tc.n {
+				t.Fatalf("took %d nominations, %v; want %d", len(got), err, tc.n)
+			}
+			seen := map[int64]bool{}
+			for _, n := range got {
+				seen[n.Count] = true
+			}
+			if len(seen) != tc.n {
+				t.Errorf("%d distinct nominations of %d taken", len(seen), tc.n)
+			}
+			if left, err := others[1].o.Nominated(ctx, 10); err != nil || len(left) != 0 {
+				t.Errorf("the queue still holds %d, %v", len(left), err)
+			}
+		})
+	}
+}
