@@ -91,7 +91,7 @@ func portFree(port int) bool {
 
 // startCluster starts n nodes on loopback, each told to join all the
 // others, and waits until every one sees n members.
-func startCluster(t *testing.T, n int, ws string) []*clusterNode {
+func startCluster(t *testing.T, n int, ws string, extra ...string) []*clusterNode {
 	t.Helper()
 	ports := gossipPorts(t, n)
 	addrs := make([]string, n)
@@ -100,13 +100,13 @@ func startCluster(t *testing.T, n int, ws string) []*clusterNode {
 	}
 	nodes := make([]*clusterNode, n)
 	for i := range nodes {
-		nodes[i] = startClusterNode(t, addrs[i], addrs, ws)
+		nodes[i] = startClusterNode(t, addrs[i], addrs, ws, extra...)
 	}
 	waitMembers(t, nodes, n, 20*time.Second)
 	return nodes
 }
 
-func startClusterNode(t *testing.T, gossip string, seeds []string, ws string) *clusterNode {
+func startClusterNode(t *testing.T, gossip string, seeds []string, ws string, extra ...string) *clusterNode {
 	t.Helper()
 	var others []string
 	for _, s := range seeds {
@@ -116,7 +116,7 @@ func startClusterNode(t *testing.T, gossip string, seeds []string, ws string) *c
 	}
 	args := []string{"--origin", "cluster", "--cluster-addr", gossip, "--cluster-join", strings.Join(others, ","),
 		"--root-key", rk + ":" + ws, "--admin-addr", "127.0.0.1:0"}
-	return &clusterNode{node: start(t, nil, args...), gossip: gossip}
+	return &clusterNode{node: start(t, nil, append(args, extra...)...), gossip: gossip}
 }
 
 // waitMembers waits until every node's sluice_cluster_members is want.
