@@ -30,4 +30,10 @@
 // every cell that moved with them; the new owner keeps the highest seed, so
 // it starts from the best view any surviving node had rather than from zero.
 // See docs/explanation/cluster-mode.md for the accuracy cost.
+//
+// The Origin is also an [origin.Region]: the region's lease and queue of
+// nominations live at the owner of one fixed key, so one node of the
+// region at a time runs the global layer's rounds, and the leader imports
+// the other regions' counts at each cell's owner, which returns them with
+// the cell's totals (see [Origin.Lead]).
 package cluster

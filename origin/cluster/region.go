@@ -21,6 +21,10 @@ import (
 // the cell's totals (Load, Apply, Decide), so every node learns them with
 // its hydrations, replays and strict decisions.
 //
+// While the owner of regionKey runs an earlier release (it answers the
+// region's calls 404), each member leads alone, as members of that release
+// do: its lease and queue are its own store's.
+//
 // When regionKey moves to another member (a join, a departure, a breaker
 // that opens), the new owner starts a new term: its lease is free, its
 // queue empty. The next leader reads the global store from its start (a
@@ -174,7 +178,9 @@ func (o *Origin) Lead(ctx context.Context, r origin.LeaseRequest) (origin.Lease,
 	}
 	req := leadRequest{H: r.Holder, TTL: r.TTL.Milliseconds(), R: r.Regions, CC: r.Cursors.Counts, CD: r.Cursors.Denials, Skip: o.view.Load().downIDs()}
 	var reply leaseReply
-	if err := o.call(ctx, p, KindLead, req, &reply); err != nil {
+	if err := o.call(ctx, p, KindLead, req, &reply); errors.Is(err, errUnknownCall) {
+		return o.store.Lead(ctx, r) // an owner of an earlier release: lead alone
+	} else if err != nil {
 		return origin.Lease{}, err
 	}
 	return origin.Lease{Held: reply.Held, Holder: reply.H, Since: reply.Since, Fence: reply.Fence, Regions: reply.R,
@@ -204,9 +210,11 @@ func (o *Origin) Nominate(ctx context.Context, ns []origin.Nomination) error {
 	if err != nil {
 		return err
 	}
-	for _, body := range bodies {
+	for i, body := range bodies {
 		var reply struct{}
-		if err := o.callBody(ctx, p, KindNominate, body, &reply); err != nil {
+		if err := o.callBody(ctx, p, KindNominate, body, &reply); errors.Is(err, errUnknownCall) && i == 0 {
+			return o.store.Nominate(ctx, ns) // an owner of an earlier release: this node leads alone
+		} else if err != nil {
 			return err
 		}
 	}
@@ -229,7 +237,10 @@ func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, e
 	for calls := 0; len(out) < max && calls < 2*(max/maxCallCells+1); calls++ {
 		ask := min(max-len(out), maxCallCells)
 		var reply nominatedReply
-		if err := o.call(ctx, p, KindNominated, nominatedRequest{Max: ask, Skip: o.view.Load().downIDs()}, &reply); err != nil {
+		if err := o.call(ctx, p, KindNominated, nominatedRequest{Max: ask, Skip: o.view.Load().downIDs()}, &reply); errors.Is(err, errUnknownCall) {
+			local, err := o.store.Nominated(ctx, max-len(out)) // an owner of an earlier release: this node leads alone
+			return append(out, local...), err
+		} else if err != nil {
 			return out, err
 		}
 		if len(reply.N) > ask {

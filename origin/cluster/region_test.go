@@ -212,3 +212,36 @@ func TestNominatedOverManyCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestRegionOwnerOfAnEarlierRelease: while the owner of the region's key
+// answers the region's calls 404, as a member of a release before them
+// does, every other member leads alone on its own store, as members of that
+// release do, and takes its own nominations.
+func TestRegionOwnerOfAnEarlierRelease(t *testing.T) {
+	owner, others, _ := regionCluster(t)
+	h := *owner.rpc.Load()
+	var earlier http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, k := range []Kind{KindLead, KindNominate, KindNominated, KindImport} {
+			if strings.HasSuffix(r.URL.Path, "/"+string(k)) {
+				http.NotFound(w, r)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	owner.rpc.Store(&earlier)
+	ctx := context.Background()
+	for _, nd := range others {
+		l, err := nd.o.Lead(ctx, origin.LeaseRequest{Holder: nd.o.ID(), TTL: time.Second})
+		if err != nil || !l.Held || l.Holder != nd.o.ID() {
+			t.Errorf("%s: Lead = %+v, %v; want its own lease", nd.o.ID(), l, err)
+		}
+		cell := origin.Cell{Key: key("mine-" + nd.o.ID()), Sequence: 1}
+		if err := nd.o.Nominate(ctx, []origin.Nomination{{Cell: cell, Count: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		if ns, err := nd.o.Nominated(ctx, 10); err != nil || len(ns) != 1 || ns[0].Cell != cell {
+			t.Errorf("%s took %+v, %v; want its own nomination", nd.o.ID(), ns, err)
+		}
+	}
+}
