@@ -504,7 +504,7 @@ func (l *Limiter) commit(w *waits, qs []resolved, curs []*cell, out []Response, 
 		c.unlock()
 		l.changed(c)
 		if passed && l.replay != nil {
-			l.replay.mark(c)
+			l.queuedOnly(&qs[i], c, out[i].Current)
 		}
 	}
 	if !passed {

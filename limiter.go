@@ -487,8 +487,8 @@ func (l *Limiter) queued(q *resolved, cur *cell, current int64) bool {
 	if l.replay == nil {
 		return true
 	}
-	if l.far(q, cur, current) {
-		l.replay.park(cur)
+	if list, ok := l.far(q, cur, current); ok {
+		l.replay.park(cur, list)
 	} else {
 		l.replay.mark(cur)
 	}
@@ -503,10 +503,13 @@ func (l *Limiter) queued(q *resolved, cur *cell, current int64) bool {
 // node has not replayed of one parked cell stay below.
 const parkedShare = 1.0 / 16
 
-// far reports whether cur's replay may wait for the parked list (between
-// RefreshAfter/2 and RefreshAfter) after an admission of q that brought
-// its window to current. It may when the window is at least RefreshAfter
-// long, current is below (1 − 2 × OriginMargin) × limit, and the
+// far reports whether cur's replay may wait for a parked list after an
+// admission of q that brought its window to current, and which: that of
+// long windows (replayed RefreshAfter/2 to RefreshAfter later) for a window
+// at least RefreshAfter long, that of short windows (4 to 8 replay
+// intervals later) for a window at least 8 times as long as its turn, so
+// that a parked cell is replayed within a quarter of its window. It may
+// when current is below (1 − 2 × OriginMargin) × limit and the
 // increments the origin has not confirmed stay below OriginMargin × limit
 // / 16. What the other nodes have not seen of a parked cell is then a
 // small share of the limit, well before any of them comes within
@@ -514,11 +517,18 @@ const parkedShare = 1.0 / 16
 // replayed at every round again; so waiting costs accuracy nothing near
 // the limit, and far from it saves the origin a write per round. With
 // OriginMargin off, nothing is parked.
-func (l *Limiter) far(q *resolved, cur *cell, current int64) bool {
+func (l *Limiter) far(q *resolved, cur *cell, current int64) (list int, ok bool) {
 	m := l.cfg.OriginMargin
-	if m <= 0 || q.pos.D < l.cfg.RefreshAfter.Milliseconds() {
-		return false
+	switch {
+	case m <= 0:
+		return 0, false
+	case q.pos.D >= l.cfg.RefreshAfter.Milliseconds():
+		list = parkLong
+	case q.pos.D >= shortWindowTurns*l.replay.turnEvery(parkShort).Milliseconds():
+		list = parkShort
+	default:
+		return 0, false
 	}
 	limit := float64(q.limit)
-	return float64(current) < (1-2*m)*limit && float64(cur.unconfirmed()) < m*parkedShare*limit
+	return list, float64(current) < (1-2*m)*limit && float64(cur.unconfirmed()) < m*parkedShare*limit
 }

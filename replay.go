@@ -40,13 +40,15 @@ const maxCellFailures = 3
 // (Observer.Dropped) and logged.
 //
 // A cell far from its limit is parked instead (see Limiter.far): it goes on
-// the parked list, which the dispatcher turns every RefreshAfter/2; a turn
-// queues the cells parked before the previous turn, so a parked cell is
-// replayed between RefreshAfter/2 and RefreshAfter after it was parked, and
-// its increments over that time cost the origin one write. A parked cell
-// that comes near its limit is queued at once like any other. The list is
-// a slice under a mutex: a cell is parked at most once per turn, so the
-// lock is taken once per parked cell per turn, not per request.
+// a parked list, which the dispatcher turns every so often (the list of
+// windows at least RefreshAfter long every RefreshAfter/2, that of shorter
+// windows every 4 × ReplayInterval); a turn queues the cells parked before
+// the previous turn, so a parked cell is replayed between one and two turns
+// after it was parked, and its increments over that time cost the origin
+// one write. A parked cell that comes near its limit is queued at once
+// like any other. A list is a slice under a mutex: a cell is parked at
+// most once per turn, so the lock is taken once per parked cell per turn,
+// not per request.
 type replayer struct {
 	l       *Limiter
 	head    atomic.Pointer[cell] // stack of dirty cells, linked through cell.next
@@ -60,10 +62,23 @@ type replayer struct {
 	reservedMu sync.Mutex
 	reserved   []reservationWrite // sent again each round until the origin takes them
 
-	parkMu   sync.Mutex // guards the three fields below
-	parked   []*cell    // parked since the last turn
-	waiting  []*cell    // parked before it: queued at the next turn
-	nextTurn int64      // Unix ms of the next turn
+	parkMu sync.Mutex          // guards lists
+	lists  [parkLists]parkList // by parkLong and parkShort
+}
+
+// The parked lists (see replayer): that of the cells of windows at least
+// RefreshAfter long, and that of shorter windows, turned faster.
+const (
+	parkLong = iota
+	parkShort
+	parkLists
+)
+
+// parkList is one parked list.
+type parkList struct {
+	parked   []*cell // parked since the last turn
+	waiting  []*cell // parked before it: queued at the next turn
+	nextTurn int64   // Unix ms of the next turn
 }
 
 type replayJob struct {
@@ -111,30 +126,33 @@ func (r *replayer) push(c *cell) {
 	}
 }
 
-// park puts c on the parked list unless it is parked already or queued
+// park puts c on parked list list unless it is parked already or queued
 // for replay (which sends whatever it holds). It never blocks on I/O and
 // wakes nobody: the dispatcher's turns replay it.
-func (r *replayer) park(c *cell) {
+func (r *replayer) park(c *cell, list int) {
 	if c.flags.Load()&flagDirty != 0 || !c.setFlag(flagParked) {
 		return
 	}
 	r.parkMu.Lock()
-	r.parked = append(r.parked, c)
+	r.lists[list].parked = append(r.lists[list].parked, c)
 	r.parkMu.Unlock()
 }
 
-// turnIfDue turns the parked list if a turn is due at now (Unix ms): the
-// cells parked before the previous turn are queued for replay, those
+// turnIfDue turns each parked list whose turn is due at now (Unix ms): the
+// cells parked before its previous turn are queued for replay, those
 // parked since wait for the next one.
 func (r *replayer) turnIfDue(now int64) {
+	var due []*cell
 	r.parkMu.Lock()
-	if now < r.nextTurn {
-		r.parkMu.Unlock()
-		return
+	for i := range r.lists {
+		pl := &r.lists[i]
+		if now < pl.nextTurn {
+			continue
+		}
+		pl.nextTurn = now + r.turnEvery(i).Milliseconds()
+		due = append(due, pl.waiting...)
+		pl.waiting, pl.parked = pl.parked, nil
 	}
-	r.nextTurn = now + r.turnEvery().Milliseconds()
-	due := r.waiting
-	r.waiting, r.parked = r.parked, nil
 	r.parkMu.Unlock()
 	r.unpark(due)
 }
@@ -142,21 +160,41 @@ func (r *replayer) turnIfDue(now int64) {
 // reportBacklog reports the cells queued or parked for replay.
 func (r *replayer) reportBacklog() {
 	r.parkMu.Lock()
-	parked := len(r.parked) + len(r.waiting)
+	parked := 0
+	for _, pl := range r.lists {
+		parked += len(pl.parked) + len(pl.waiting)
+	}
 	r.parkMu.Unlock()
 	r.l.cfg.Observer.ReplayBacklog(r.backlog.Load() + int64(parked))
 }
 
-// turnEvery is the time between two turns of the parked list.
-func (r *replayer) turnEvery() time.Duration {
+// turnEvery is the time between two turns of parked list list.
+func (r *replayer) turnEvery(list int) time.Duration {
+	if list == parkShort {
+		return max(shortTurns*r.l.cfg.ReplayInterval, time.Millisecond)
+	}
 	return max(r.l.cfg.RefreshAfter/2, time.Millisecond)
 }
 
+// shortTurns is the replay intervals between two turns of the parked list
+// of short windows: a cell parked there is replayed 4 to 8 intervals (100
+// to 200 ms by default) after it was parked.
+const shortTurns = 4
+
+// shortWindowTurns is how many turns of the parked list of short windows a
+// window at least spans for its cells to be parked there: a parked cell is
+// then replayed within a quarter of its window.
+const shortWindowTurns = 8
+
 // unparkAll queues every parked cell for replay.
 func (r *replayer) unparkAll() {
+	var due []*cell
 	r.parkMu.Lock()
-	due := append(r.waiting, r.parked...)
-	r.waiting, r.parked = nil, nil
+	for i := range r.lists {
+		due = append(due, r.lists[i].waiting...)
+		due = append(due, r.lists[i].parked...)
+		r.lists[i].waiting, r.lists[i].parked = nil, nil
+	}
 	r.parkMu.Unlock()
 	r.unpark(due)
 }
@@ -205,14 +243,17 @@ func (r *replayer) run(ctx context.Context) {
 	}
 	pause := time.NewTimer(0)
 	defer pause.Stop()
-	turns := time.NewTicker(r.turnEvery() / 4) // a turn is late by at most a quarter
+	turns := time.NewTicker(r.turnEvery(parkLong) / 4) // a turn is late by at most a quarter
 	defer turns.Stop()
+	shortTurn := time.NewTicker(r.turnEvery(parkShort) / 2) // at most half
+	defer shortTurn.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
 		case <-turns.C:
+		case <-shortTurn.C:
 		}
 		r.round(ctx, jobs) // Close cuts a round short: the final flush sends it again
 		pause.Reset(r.backoff())
@@ -490,9 +531,11 @@ func (r *replayer) lost() (cells, increments int64) {
 	}
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
-	for _, c := range append(r.waiting[:len(r.waiting):len(r.waiting)], r.parked...) {
-		if c.flags.Load()&flagDirty == 0 { // counted above otherwise
-			count(c)
+	for _, pl := range r.lists {
+		for _, c := range append(pl.waiting[:len(pl.waiting):len(pl.waiting)], pl.parked...) {
+			if c.flags.Load()&flagDirty == 0 { // counted above otherwise
+				count(c)
+			}
 		}
 	}
 	return cells, increments

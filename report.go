@@ -117,11 +117,12 @@ func (l *Limiter) count(q *resolved, cur, prev *cell) window.Outcome {
 	}
 }
 
-// queuedOnly queues cur for replay after a report of q, as queued does,
-// without its check of Close: ReportMany checks once for the whole batch.
+// queuedOnly queues cur for replay after a report or a batch's admission
+// of q, as queued does, without its check of Close: ReportMany and a batch
+// check once for the whole batch.
 func (l *Limiter) queuedOnly(q *resolved, cur *cell, current int64) {
-	if l.far(q, cur, current) {
-		l.replay.park(cur)
+	if list, ok := l.far(q, cur, current); ok {
+		l.replay.park(cur, list)
 	} else {
 		l.replay.mark(cur)
 	}
