@@ -216,7 +216,7 @@ func (l *Limiter) syncBatch(b *batch) {
 			if q.t-synced >= l.cfg.RefreshAfter.Milliseconds() {
 				wg.Go(func() { l.sync(&b.w, q, cur, prev) })
 			}
-		case q.decide(cur.count(), prev.count()).Success:
+		case q.decide(cur.count(), prev.count()).Success && !l.readLater(q, cur, prev):
 			cold = append(cold, i)
 		}
 	}

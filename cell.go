@@ -81,6 +81,7 @@ const (
 	flagParked                        // on the parked list: replayed within RefreshAfter
 	flagChanged                       // on the list of changed cells of the publication rule
 	flagEvicted                       // deleted from the table
+	flagReadLater                     // queued for a read with the next replay round (see readLater)
 	flagUnsure     = flagDeciding | flagWriting | flagInDoubt
 )
 

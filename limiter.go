@@ -59,6 +59,7 @@ type Limiter struct {
 	replay   *replayer // nil without an origin
 
 	reads    flight.Group[origin.Cell] // hydrations and strict reads, one per cell
+	later    readsLater                // cold cells read with the next replay round
 	deciders deciders                  // strict-mode decisions at the origin
 
 	// The global layer (nil channels without one).
@@ -327,6 +328,8 @@ func (l *Limiter) sync(w *waits, q *resolved, cur, prev *cell) *cell {
 		return prev
 	}
 	switch {
+	case synced == 0 && l.readLater(q, cur, prev):
+		return prev
 	case synced == 0:
 		l.sharedRead(w.ctx(), q, readHydrate, cur)
 	case cur.setFlag(flagRefreshing):

@@ -120,6 +120,11 @@ func (r *replayer) push(c *cell) {
 		}
 	}
 	r.backlog.Add(1)
+	r.wakeUp()
+}
+
+// wakeUp has the dispatcher run a round soon (see run), without blocking.
+func (r *replayer) wakeUp() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -403,12 +408,13 @@ func (r *replayer) reservedLeft() (writes, units int64) {
 	return int64(len(r.reserved)), units
 }
 
-// round turns the parked list if a turn is due, takes every dirty cell,
-// hands them to the workers in batches and waits for the batches to
-// finish. ctx bounds the origin calls (each also
+// round turns the parked lists whose turn is due, reads the cells queued
+// for a read (see readLater), takes every dirty cell, hands them to the
+// workers in batches and waits for the batches to finish. ctx bounds the origin calls (each also
 // by ReplayTimeout). It reports whether there was anything.
 func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
+	r.l.readQueued(ctx)
 	reserved := r.sendReserved(ctx)
 	c := r.head.Swap(nil)
 	if c == nil {
@@ -495,10 +501,12 @@ func (r *replayer) flushNow() bool {
 }
 
 // roundNow runs one round on the caller's goroutine: it turns the parked
-// list if a turn is due and replays the queued cells, in batches of
-// ReplayBatch. It reports whether anything was queued.
+// lists whose turn is due, reads the cells queued for a read (see
+// readLater) and replays the queued cells, in batches of ReplayBatch. It
+// reports whether anything was queued for replay.
 func (r *replayer) roundNow() bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
+	r.l.readQueued(context.Background())
 	return r.sendQueued()
 }
 
