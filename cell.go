@@ -78,7 +78,7 @@ const (
 	flagInDoubt                       // a write of this cell failed: the origin may or may not hold it
 	flagRecent                        // used since the last sweep
 	flagReused                        // used again after the use that created it (never cleared)
-	flagParked                        // on the parked list: replayed within RefreshAfter
+	flagParked                        // on a parked list: replayed at its turn (see replayer)
 	flagChanged                       // on the list of changed cells of the publication rule
 	flagEvicted                       // deleted from the table
 	flagReadLater                     // queued for a read with the next replay round (see readLater)
