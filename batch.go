@@ -247,14 +247,25 @@ type hydration struct {
 // read again), in a call that goes on if the batch gives up (ctx ends),
 // bounded by OriginTimeout. A cell hydrated meanwhile is not read again.
 func (l *Limiter) hydrate(ctx context.Context, b *batch, cold []int) {
-	keys := make([]origin.Cell, len(cold))
 	hs := make([]hydration, len(cold))
 	for j, i := range cold {
-		keys[j], hs[j] = b.qs[i].current(), hydration{q: b.qs[i], cur: b.curs[i]}
+		hs[j] = hydration{q: b.qs[i], cur: b.curs[i]}
+	}
+	l.hydrateAll(ctx, hs)
+}
+
+// hydrateAll reads the cells of hs with one LoadMany, each once for every
+// concurrent reader (a cell another caller is reading is waited for, not
+// read again), in a call that goes on if ctx ends, bounded by
+// OriginTimeout (see readMany).
+func (l *Limiter) hydrateAll(ctx context.Context, hs []hydration) {
+	keys := make([]origin.Cell, len(hs))
+	for i := range hs {
+		keys[i] = hs[i].q.current()
 	}
 	detached := context.WithoutCancel(ctx) // keeps the caller's trace, not its deadline
 	// DoMany fails only when the caller gave up or Close has started:
-	// the batch then goes on from local state (see sharedRead).
+	// the caller then goes on from local state (see sharedRead).
 	_ = l.reads.DoMany(ctx, keys, func(led []int) { l.readMany(detached, hs, led) })
 }
 

@@ -3,8 +3,6 @@ package sluice
 import (
 	"context"
 	"sync"
-
-	"github.com/sluicehq/sluice/origin"
 )
 
 // Reads that do not wait. A cold current cell is read from the origin
@@ -66,9 +64,8 @@ func (l *Limiter) readLater(q *resolved, cur, prev *cell) bool {
 	return true
 }
 
-// readQueued reads the cells queued by readLater, each once for every
-// concurrent reader (see hydrate), in one LoadMany bounded by
-// OriginTimeout.
+// readQueued reads the cells queued by readLater with one LoadMany (see
+// hydrateAll).
 func (l *Limiter) readQueued(ctx context.Context) {
 	l.later.mu.Lock()
 	hs := l.later.hs
@@ -77,11 +74,7 @@ func (l *Limiter) readQueued(ctx context.Context) {
 	if len(hs) == 0 {
 		return
 	}
-	keys := make([]origin.Cell, len(hs))
-	for i := range hs {
-		keys[i] = hs[i].q.current()
-	}
-	_ = l.reads.DoMany(ctx, keys, func(led []int) { l.readMany(context.WithoutCancel(ctx), hs, led) })
+	l.hydrateAll(ctx, hs)
 	for i := range hs {
 		hs[i].cur.clearFlag(flagReadLater)
 	}
