@@ -155,15 +155,23 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 // The commands of the Redis origin's origin.Region calls: the lease script
 // (its call, GET and HMGET; HSET, SET and PTTL too when the caller holds
 // the lease), RPUSH and LTRIM for nominations, LPOP for taking them, and
-// the import script for a cell (its call, HMGET, HSET; PEXPIRE too when it
-// creates the cell's key, which counts as a key written).
+// the import script: one call per scriptCells cells, whose script runs
+// HMGET and HSET for each cell (PEXPIRE too when it creates the cell's
+// key, which counts as a key written).
 const (
-	leadCommands      = 3
-	leadHeldCommands  = 6 // and PEXPIRE of the term once in three days and a half
-	nominateCommands  = 2
-	nominatedCommands = 1
-	importCommands    = 3
+	leadCommands       = 3
+	leadHeldCommands   = 6 // and PEXPIRE of the term once in three days and a half
+	nominateCommands   = 2
+	nominatedCommands  = 1
+	importCallCommands = 1
+	importCellCommands = 2
 )
+
+// importCommands returns the commands of an import of n cells, their
+// keys' expiries aside.
+func importCommands(n int) int64 {
+	return int64(importCallCommands*((n+scriptCells-1)/scriptCells) + importCellCommands*n)
+}
 
 // region counts n commands of the global layer's calls.
 func (c *redisCosts) region(n int64) { c.regionCmds.Add(n) }

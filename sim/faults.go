@@ -129,7 +129,7 @@ func (f faultyRegion) Import(ctx context.Context, imports []origin.Import) error
 	if f.fail() {
 		return origin.ErrUnavailable
 	}
-	n := importCommands * int64(len(imports))
+	n := importCommands(len(imports))
 	for _, im := range imports {
 		n += f.n.redis.expiry(im.Cell) // an import of a cell the region has not written creates its key
 	}

@@ -41,6 +41,16 @@ func TestCommandsPerCall(t *testing.T) {
 			return err
 		}
 	}
+	imp := func(n int, seq, count int64) func() error {
+		return func() error {
+			imports := make([]origin.Import, n)
+			for i := range imports {
+				imports[i] = origin.Import{Cell: origin.Cell{Key: key(i), Sequence: seq},
+					Counts: []origin.RegionCount{{Region: "eu", Count: count}, {Region: "us", Count: 1}}}
+			}
+			return o.Import(ctx, imports)
+		}
+	}
 	check := origin.Check{Key: key(0), Seq: 7, Elapsed: 1000, Writer: deltas[0].Writer, Sent: 2,
 		Asks: []origin.Ask{{Limit: 100, Cost: 1}}}
 	tests := []struct {
@@ -59,6 +69,10 @@ func TestCommandsPerCall(t *testing.T) {
 			_, err := o.Apply(ctx, many)
 			return err
 		}, map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
+		{"import, 10 new cells", imp(10, 9, 1), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
+		{"import, 10 cells raised", imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
+		{"import, 10 cells again", imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10}},
+		{"import, 300 cells: two calls", imp(300, 10, 1), map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
 		{"load", func() error { _, err := o.Load(ctx, key(0), 7); return err }, map[string]int64{"hmget": 2}},
 		{"decide, admitted", func() error {
 			check.Sent = deltas[0].Sent
@@ -74,6 +88,9 @@ func TestCommandsPerCall(t *testing.T) {
 	}
 	// Load the scripts first: a NOSCRIPT answer would add an EVAL.
 	if err := raiseScript.Load(ctx, client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := importScript.Load(ctx, client).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := decideScript.Load(ctx, client).Err(); err != nil {

@@ -159,59 +159,77 @@ func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, e
 	return out, err
 }
 
-// importScript raises a cell's imported count (see [origin.Import]). Each
-// other region's entry of the cell is field g:<region>, their sum field s,
-// and the imported count field i: the highest of i, s and the usage less
-// the regional total n. It reads the fields with one HMGET and writes what
-// changed with one HSET (and PEXPIRE where it creates the key).
+// importScript raises the imported count of each cell KEYS[c] (see
+// [origin.Import]). Each other region's entry of a cell is field
+// g:<region>, their sum field s, and the imported count field i: the
+// highest of i, s and the usage less the regional total n. Each cell costs
+// one HMGET of its fields and, when something rose, one HSET (and PEXPIRE
+// where it creates the key): Redis counts two commands a cell and one a
+// call, however many cells the call holds.
 //
-//	KEYS[1]  the cell
-//	ARGV[1]  usage, ARGV[2] expiry in ms of a new cell, then pairs of a
-//	         region and its count
+//	KEYS[c]  a cell
+//	ARGV     for each cell in order: its usage, the expiry in ms of a new
+//	         key, the number k of regions, then k pairs of a region and
+//	         its count
+//
+// It returns 0 for each cell imported (or left as it was) and a string for
+// a cell Redis refuses on its own (a key of another type, a field that is
+// not an integer), which changes nothing; the others are imported.
 var importScript = goredis.NewScript(`
-local fields = {'n', 'i', 's'}
-for j = 3, #ARGV, 2 do fields[#fields + 1] = 'g:' .. ARGV[j] end
-local v = redis.call('HMGET', KEYS[1], unpack(fields))
-local n, imp, sum = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
-if n == nil or imp == nil or sum == nil then
-  return redis.error_reply('cell does not hold integers')
-end
-local fresh = not v[1] and not v[2] and not v[3]
-local set = {}
-for j = 3, #ARGV, 2 do
-  local k = 4 + (j - 3) / 2
-  local old, new = tonumber(v[k] or '0'), tonumber(ARGV[j + 1])
-  if old == nil then
-    return redis.error_reply('cell does not hold integers')
+local out, a = {}, 1
+for c = 1, #KEYS do
+  local usage, ttl, k = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  local fields = {'n', 'i', 's'}
+  for j = 0, k - 1 do fields[#fields + 1] = 'g:' .. ARGV[a + 3 + 2 * j] end
+  local v = redis.pcall('HMGET', KEYS[c], unpack(fields))
+  if v.err then
+    out[c] = v.err
+  else
+    local n, imp, sum = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
+    local fresh, set, bad = not v[1] and not v[2] and not v[3], {}, n == nil or imp == nil or sum == nil
+    for j = 0, k - 1 do
+      if bad then break end
+      local old, new = tonumber(v[4 + j] or '0'), tonumber(ARGV[a + 4 + 2 * j])
+      if old == nil then
+        bad = true
+      elseif new > old then
+        set[#set + 1], set[#set + 2] = fields[4 + j], ARGV[a + 4 + 2 * j]
+        sum = sum + new - old
+      end
+    end
+    if bad then
+      out[c] = 'cell does not hold integers'
+    else
+      if #set > 0 then set[#set + 1], set[#set + 2] = 's', string.format('%d', sum) end
+      local want = math.min(math.max(imp, sum, usage - n), 9007199254740991)
+      if want > imp then set[#set + 1], set[#set + 2] = 'i', string.format('%d', want) end
+      if #set > 0 then
+        redis.call('HSET', KEYS[c], unpack(set))
+        if fresh then redis.call('PEXPIRE', KEYS[c], ttl) end
+      end
+      out[c] = 0
+    end
   end
-  if new > old then
-    set[#set + 1], set[#set + 2] = fields[k], ARGV[j + 1]
-    sum = sum + new - old
-  end
+  a = a + 3 + 2 * k
 end
-if #set > 0 then set[#set + 1], set[#set + 2] = 's', string.format('%d', sum) end
-local want = math.min(math.max(imp, sum, tonumber(ARGV[1]) - n), 9007199254740991)
-if want > imp then set[#set + 1], set[#set + 2] = 'i', string.format('%d', want) end
-if #set == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(set))
-if fresh then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
+return out
 `)
 
-// importArgs returns importScript's arguments for im.
-func importArgs(im origin.Import, ttl int64) []any {
-	args := make([]any, 0, 2+2*len(im.Counts))
-	args = append(args, im.Usage, ttl)
+// appendImportArgs appends importScript's arguments for im.
+func appendImportArgs(args []any, im origin.Import, ttl int64) []any {
+	args = append(args, im.Usage, ttl, len(im.Counts))
 	for _, c := range im.Counts {
 		args = append(args, c.Region, c.Count)
 	}
 	return args
 }
 
-// Import raises each import's cell's imported count with one script call
-// per cell, in one pipeline per master (see [origin.Region]). A master
-// that fails fails its cells alone: the error names the first failure and
-// the others are imported.
+// Import raises each import's cell's imported count with the import
+// script, in one pipeline per master (see [origin.Region]): calls of up to
+// maxScriptCells cells on a client of one server, one call per cell on a
+// Redis Cluster. A master that fails fails its cells alone, and a cell
+// Redis refuses on its own (ErrBadValue) fails alone: the error names the
+// first failure and the others are imported.
 func (o *Origin) Import(ctx context.Context, imports []origin.Import) error {
 	keys := make([]string, len(imports))
 	for i, im := range imports {
@@ -237,20 +255,31 @@ func (o *Origin) Import(ctx context.Context, imports []origin.Import) error {
 	return errors.Join(errs...)
 }
 
-// importCells runs importScript on the cells of one group in one pipeline,
-// again with EVAL for those Redis answered NOSCRIPT.
+// importCells runs importScript on the cells of one group, all its calls
+// in one pipeline, again with EVAL for those Redis answered NOSCRIPT.
 func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, imports []origin.Import) error {
-	cmds := make([]*goredis.Cmd, len(cells))
-	send := func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd {
-		im := imports[cells[j]]
-		k, args := keys[cells[j]:cells[j]+1], importArgs(im, o.ttl(im.Cell.Duration))
-		if withSha {
-			return importScript.EvalSha(ctx, p, k, args...)
-		}
-		return importScript.Eval(ctx, p, k, args...)
+	per := 1
+	if _, single := o.client.(*goredis.Client); single {
+		per = maxScriptCells
 	}
+	calls := make([]struct {
+		keys []string
+		args []any
+	}, (len(cells)+per-1)/per)
+	for j, i := range cells {
+		call := &calls[j/per]
+		call.keys = append(call.keys, keys[i])
+		call.args = appendImportArgs(call.args, imports[i], o.ttl(imports[i].Cell.Duration))
+	}
+	send := func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd {
+		if withSha {
+			return p.EvalSha(ctx, importScript.Hash(), calls[j].keys, calls[j].args...)
+		}
+		return importScript.Eval(ctx, p, calls[j].keys, calls[j].args...)
+	}
+	cmds := make([]*goredis.Cmd, len(calls))
 	pipe := o.client.Pipeline()
-	for j := range cells {
+	for j := range calls {
 		cmds[j] = send(pipe, j, true)
 	}
 	_ = execPipeline(ctx, pipe)
@@ -263,9 +292,22 @@ func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, im
 	if again {
 		_ = execPipeline(ctx, retry)
 	}
-	for _, c := range cmds {
-		if err := c.Err(); err != nil {
+	return importRefusals(cmds, cells, per)
+}
+
+// importRefusals returns the first failure among the import script's
+// replies: a call's error, or a cell the script refused (ErrBadValue,
+// named by its index in the Import).
+func importRefusals(cmds []*goredis.Cmd, cells []int, per int) error {
+	for j, c := range cmds {
+		replies, err := c.Slice()
+		if err != nil {
 			return err
+		}
+		for r, v := range replies {
+			if msg, refused := v.(string); refused {
+				return fmt.Errorf("%w: import %d: %s", ErrBadValue, cells[j*per+r], truncate(msg, 64))
+			}
 		}
 	}
 	return nil

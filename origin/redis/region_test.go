@@ -1,8 +1,12 @@
 package redis
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/origintest"
@@ -59,4 +63,67 @@ func FuzzNomination(f *testing.F) {
 		}
 		_, _ = decodeNomination(ws + ":" + id) // arbitrary bytes: never a panic
 	})
+}
+
+// TestImportRefusesCellsAlone puts one cell Redis cannot import among good
+// ones in a single Import, on one server (one script call for all the
+// cells) and on a Redis Cluster (one call per cell): it fails alone, as
+// ErrBadValue named by its index, and the others are imported.
+func TestImportRefusesCellsAlone(t *testing.T) {
+	clients := []struct {
+		name   string
+		client func(t *testing.T) goredis.UniversalClient
+	}{
+		{"one server", func(t *testing.T) goredis.UniversalClient { return realRedis(t) }},
+		{"cluster", func(t *testing.T) goredis.UniversalClient { return clusterClient(t) }},
+	}
+	spoils := []struct {
+		name  string
+		spoil func(client goredis.UniversalClient, key string) error
+	}{
+		{"a string key", func(client goredis.UniversalClient, key string) error {
+			return client.Set(t.Context(), key, "not a hash", time.Minute).Err()
+		}},
+		{"a total that is not an integer", func(client goredis.UniversalClient, key string) error {
+			return client.HSet(t.Context(), key, totalField, "x").Err()
+		}},
+		{"a region's entry that is not an integer", func(client goredis.UniversalClient, key string) error {
+			return client.HSet(t.Context(), key, "g:eu", "1.5.2").Err()
+		}},
+	}
+	for _, c := range clients {
+		for _, sp := range spoils {
+			t.Run(c.name+"/"+sp.name, func(t *testing.T) {
+				client := c.client(t)
+				o := newOrigin(t, Config{Client: client})
+				ws := workspace(t)
+				cell := func(id string) origin.Cell {
+					return origin.Cell{Key: origin.Key{Workspace: ws, Namespace: "n", Identifier: id, Duration: time.Minute}, Sequence: 3}
+				}
+				imports := []origin.Import{
+					{Cell: cell("good-1"), Counts: []origin.RegionCount{{Region: "eu", Count: 4}}},
+					{Cell: cell("bad"), Counts: []origin.RegionCount{{Region: "eu", Count: 5}}},
+					{Cell: cell("good-2"), Counts: []origin.RegionCount{{Region: "eu", Count: 6}}},
+				}
+				bad := CellKey(imports[1].Cell)
+				if err := sp.spoil(client, bad); err != nil {
+					t.Fatal(err)
+				}
+				before, _ := client.Dump(t.Context(), bad).Result()
+				err := o.Import(t.Context(), imports)
+				if !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), "import 1") {
+					t.Fatalf("Import: %v, want import 1 refused with ErrBadValue", err)
+				}
+				for _, i := range []int{0, 2} {
+					counts, err := o.Load(t.Context(), imports[i].Cell.Key, 3)
+					if want := imports[i].Counts[0].Count; err != nil || counts.Imported.Current != want {
+						t.Fatalf("cell %d: %+v, %v; want %d imported", i, counts, err, want)
+					}
+				}
+				if after, _ := client.Dump(t.Context(), bad).Result(); after != before {
+					t.Fatal("the refused cell changed")
+				}
+			})
+		}
+	}
 }
