@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -93,7 +94,7 @@ func newLeaderState(lease origin.Lease) leaderState {
 	return leaderState{
 		cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
 		counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[entryKey]importedEntry{},
-		received: map[origin.Cell]struct{}{},
+		regions: map[string]struct{}{}, received: map[origin.Cell]struct{}{},
 	}
 }
 
@@ -193,7 +194,7 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		return nil
 	}
 	if g.lead.rounds%forgetEvery == 0 {
-		forgetImported(g.lead.imported, now)
+		g.lead.regions = forgetImported(g.lead.imported, now)
 	}
 	imports := l.importsOf(p.Entries, now)
 	if local, ok := g.region.(*localRegion); ok {
@@ -207,7 +208,11 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		for _, c := range im.Counts {
 			k := entryKey{im.Cell, c.Region}
 			g.lead.imported[k] = importedEntry{count: max(g.lead.imported[k].count, c.Count), seen: now}
+			g.lead.regions[c.Region] = struct{}{}
 		}
+	}
+	if _, local := g.region.(*localRegion); !local {
+		l.raiseHeldImported(imports)
 	}
 	g.lead.cursor, g.lead.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
 	st.Pulled = len(p.Entries)
@@ -225,12 +230,41 @@ const (
 )
 
 // forgetImported deletes the entries of imported whose cell expired or
-// that no pull read for importMemory.
-func forgetImported(imported map[entryKey]importedEntry, now int64) {
+// that no pull read for importMemory, and returns the regions of those it
+// keeps.
+func forgetImported(imported map[entryKey]importedEntry, now int64) map[string]struct{} {
+	regions := map[string]struct{}{}
 	for k, e := range imported {
 		if expired(k.cell, now) || now-e.seen > importMemory {
 			delete(imported, k)
+			continue
 		}
+		regions[k.region] = struct{}{}
+	}
+	return regions
+}
+
+// raiseHeldImported raises the imported count of each cell of imports that
+// this node holds to the sum of the other regions' entries its leader has
+// imported of the cell: the leader's own counters see the other regions'
+// counts as soon as it imports them, not at their next replay or refresh.
+// The sum holds only counts the other regions published and the leader
+// imported, so the node never counts more than they spent; the origin's
+// imported count, which nodes read, also holds them (and a denial's
+// usage). Cells the node does not hold are not created.
+func (l *Limiter) raiseHeldImported(imports []origin.Import) {
+	g := &l.global
+	for _, im := range imports {
+		c := l.cells.load(l.cells.keyHash(&im.Cell.Key), &im.Cell)
+		if c == nil {
+			continue
+		}
+		var sum int64
+		for r := range g.lead.regions {
+			sum = window.Add(sum, g.lead.imported[entryKey{im.Cell, r}].count)
+		}
+		c.raiseImported(sum)
+		l.changed(c)
 	}
 }
 

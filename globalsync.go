@@ -156,6 +156,9 @@ type leaderState struct {
 	// forgetImported): a pull reads a row again only within its overlap,
 	// and the leader's memory must not grow with every entry of a window.
 	imported map[entryKey]importedEntry
+	// regions holds the regions of the entries in imported (and of those
+	// forgotten since the last forgetting pass).
+	regions map[string]struct{}
 	// received holds the cells of other regions' denial rows read, until
 	// they expire: a denial of this region's for one of them is not
 	// written (the store keeps the first row of a cell).

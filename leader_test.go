@@ -269,3 +269,36 @@ func TestCleanupKeepsTheClocksSchedule(t *testing.T) {
 		t.Fatalf("%d cleanups by region a in 3.5 periods; want 3", got)
 	}
 }
+
+// TestLeaderSeesImportsAtOnce: region a's leader a1 holds a counter when
+// region b spends on it. The round that imports b's count into a's origin
+// also raises a1's own view of it, with no replay or read of a1's: the
+// leader's counters see the other regions' counts a round after they are
+// published. a2, which runs no rounds of a's, learns them from the origin
+// with its next read.
+func TestLeaderSeesImportsAtOnce(t *testing.T) {
+	const interval, limit, d = time.Second, 100, 10 * time.Minute
+	store := globalmemory.New()
+	r := newLeaderRig(t, interval, [3]global.Store{store, store, store})
+	a1, b := r.a1, r.b
+	ctx := context.Background()
+	r.rounds(1, r.a1, r.a2, r.b)
+	if !r.seen[0].leader {
+		t.Fatal("a1 does not lead region a")
+	}
+	if res, _ := a1.Ratelimit(ctx, req("busy", limit, 10, d, time.Time{})); !res.Success {
+		t.Fatal("a1 denied its first 10")
+	}
+	a1.Flush()
+	if res, _ := b.Ratelimit(ctx, req("busy", limit, 60, d, time.Time{})); !res.Success {
+		t.Fatal("b denied its 60")
+	}
+	b.Flush()
+	r.rounds(2, r.a1, r.a2, r.b)
+	if res, _ := a1.Ratelimit(ctx, req("busy", limit, 0, d, time.Time{})); res.Current != 70 {
+		t.Fatalf("a1 sees %d after b's count was imported, want 70 (its 10 and b's 60)", res.Current)
+	}
+	if res, _ := r.a2.Ratelimit(ctx, req("busy", limit, 0, d, time.Time{})); res.Current != 70 {
+		t.Fatalf("a2 reads %d from the origin, want 70", res.Current)
+	}
+}
