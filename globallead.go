@@ -3,10 +3,10 @@ package sluice
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/global"
-	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -51,8 +51,9 @@ func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 	case lease.Held && lease.Fence != g.lease.Fence:
 		g.lead.cursor, g.lead.denialCursor = global.Cursor(lease.Cursors.Counts), global.Cursor(lease.Cursors.Denials)
 		l.cfg.Logger.Info("sluice: this node runs its region's global rounds again", "region", l.cfg.Region, "fence", lease.Fence)
-	case !lease.Held && g.leading:
+	case !lease.Held && g.lead.counts != nil:
 		l.handBack(ctx, st)
+		g.lead = leaderState{} // what it kept as leader: the next term starts from the lease
 	}
 	if !lease.Held && lease.Regions > 0 {
 		g.regions = lease.Regions
@@ -65,7 +66,7 @@ func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 
 // handBack hands the counts and denials this node took as leader and has
 // not written to the region's new leader, as nominations, when another node
-// took the lease. Those it cannot hand back are lost (and the denials
+// took the lease (or when it learns so after it failed to renew). Those it cannot hand back are lost (and the denials
 // counted): a count is nominated again as it grows.
 func (l *Limiter) handBack(ctx context.Context, st *GlobalStats) {
 	g := &l.global
@@ -93,8 +94,8 @@ func (l *Limiter) handBack(ctx context.Context, st *GlobalStats) {
 func newLeaderState(lease origin.Lease) leaderState {
 	return leaderState{
 		cursor: global.Cursor(lease.Cursors.Counts), denialCursor: global.Cursor(lease.Cursors.Denials),
-		counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[entryKey]importedEntry{},
-		regions: map[string]struct{}{}, received: map[origin.Cell]struct{}{},
+		counts: map[origin.Cell]int64{}, written: map[origin.Cell]int64{}, imported: map[origin.Cell]*importedCell{},
+		regions: map[string]string{}, received: map[origin.Cell]struct{}{},
 	}
 }
 
@@ -194,7 +195,7 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		return nil
 	}
 	if g.lead.rounds%forgetEvery == 0 {
-		g.lead.regions = forgetImported(g.lead.imported, now)
+		g.lead.forget(now)
 	}
 	imports := l.importsOf(p.Entries, now)
 	if local, ok := g.region.(*localRegion); ok {
@@ -204,13 +205,7 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 		st.fail(err)
 		return denials // the cursor stays: the next pull reads them again
 	}
-	for _, im := range imports {
-		for _, c := range im.Counts {
-			k := entryKey{im.Cell, c.Region}
-			g.lead.imported[k] = importedEntry{count: max(g.lead.imported[k].count, c.Count), seen: now}
-			g.lead.regions[c.Region] = struct{}{}
-		}
-	}
+	g.lead.remember(imports, now)
 	if _, local := g.region.(*localRegion); !local {
 		l.raiseHeldImported(imports)
 	}
@@ -229,19 +224,53 @@ const (
 	forgetEvery  = 16
 )
 
-// forgetImported deletes the entries of imported whose cell expired or
-// that no pull read for importMemory, and returns the regions of those it
-// keeps.
-func forgetImported(imported map[entryKey]importedEntry, now int64) map[string]struct{} {
-	regions := map[string]struct{}{}
-	for k, e := range imported {
-		if expired(k.cell, now) || now-e.seen > importMemory {
-			delete(imported, k)
+// forget deletes the cells of imported that expired or whose entries no
+// pull read for importMemory; regions keeps the names of the regions of
+// the entries left.
+func (s *leaderState) forget(now int64) {
+	regions := map[string]string{}
+	for k, c := range s.imported {
+		if expired(k, now) || now-c.seen > importMemory {
+			delete(s.imported, k)
+			s.entries -= len(c.entries)
 			continue
 		}
-		regions[k.region] = struct{}{}
+		for _, e := range c.entries {
+			regions[e.region] = e.region
+		}
 	}
-	return regions
+	s.regions = regions
+}
+
+// heapBytes estimates the memory of what the leader keeps between its
+// rounds that grows with the cells it handles: its record of the entries
+// it imported and of the counts it took and wrote.
+func (s *leaderState) heapBytes() int64 {
+	return int64(len(s.imported))*importedCellHeapBytes + int64(s.entries)*importedEntryHeapBytes +
+		int64(len(s.written)+len(s.counts))*countHeapBytes
+}
+
+// remember records the entries of imports, imported at now: each cell's
+// entries in one importedCell, each region's name held once.
+func (s *leaderState) remember(imports []origin.Import, now int64) {
+	for _, im := range imports {
+		c := s.imported[im.Cell]
+		if c == nil {
+			c = &importedCell{entries: make([]importedEntry, 0, len(im.Counts))}
+			s.imported[im.Cell] = c
+		}
+		c.seen = now
+		for _, rc := range im.Counts {
+			name, ok := s.regions[rc.Region]
+			if !ok {
+				name = strings.Clone(rc.Region)
+				s.regions[name] = name
+			}
+			if c.raise(name, rc.Count) {
+				s.entries++
+			}
+		}
+	}
 }
 
 // raiseHeldImported raises the imported count of each cell of imports that
@@ -253,17 +282,12 @@ func forgetImported(imported map[entryKey]importedEntry, now int64) map[string]s
 // imported count, which nodes read, also holds them (and a denial's
 // usage). Cells the node does not hold are not created.
 func (l *Limiter) raiseHeldImported(imports []origin.Import) {
-	g := &l.global
 	for _, im := range imports {
 		c := l.cells.load(l.cells.keyHash(&im.Cell.Key), &im.Cell)
 		if c == nil {
 			continue
 		}
-		var sum int64
-		for r := range g.lead.regions {
-			sum = window.Add(sum, g.lead.imported[entryKey{im.Cell, r}].count)
-		}
-		c.raiseImported(sum)
+		c.raiseImported(l.global.lead.imported[im.Cell].sum())
 		l.changed(c)
 	}
 }
@@ -285,9 +309,8 @@ func (l *Limiter) importsOf(entries []global.Entry, now int64) []origin.Import {
 		case expired(e.Cell, now):
 			continue
 		}
-		k := entryKey{e.Cell, e.Region}
-		if old, ok := g.lead.imported[k]; ok && e.Count <= old.count {
-			g.lead.imported[k] = importedEntry{count: old.count, seen: now}
+		if c := g.lead.imported[e.Cell]; c != nil && e.Count <= c.count(e.Region) {
+			c.seen = now
 			continue
 		}
 		i, ok := at[e.Cell]
@@ -434,3 +457,14 @@ func (l *Limiter) writeDenials(ctx context.Context, now int64, read []global.Den
 		st.DenialsSent += len(batch)
 	}
 }
+
+// importedCellHeapBytes and importedEntryHeapBytes are what a leader's
+// record of its imports takes in memory, per cell (its map entry, its
+// importedCell and its identity's strings, about 15 bytes long) and per
+// region's entry of it; countHeapBytes is what a cell of its counts taken
+// or written takes. TestLeaderHeapBytes measures them.
+const (
+	importedCellHeapBytes  = 130
+	importedEntryHeapBytes = 45
+	countHeapBytes         = 120
+)

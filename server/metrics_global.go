@@ -16,6 +16,7 @@ type globalMetrics struct {
 	regions *prometheus.GaugeVec
 	leader  *prometheus.GaugeVec
 	since   *prometheus.GaugeVec
+	memory  *prometheus.GaugeVec
 }
 
 func newGlobalMetrics() globalMetrics {
@@ -45,11 +46,15 @@ func newGlobalMetrics() globalMetrics {
 			Name: "sluice_global_leader_since_seconds",
 			Help: "Unix time at which the region's current leader took the lease, by the regional origin's clock (0 while nobody holds it).",
 		}, nil),
+		memory: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_global_leader_memory_bytes",
+			Help: "Memory this node keeps as its region's leader between rounds, for the cells it handles (an estimate): its record of the other regions' counts it imported and of its region's counts it took and wrote; 0 on a node that does not lead.",
+		}, nil),
 	}
 }
 
 func (g globalMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.rows, g.rounds, g.lag, g.regions, g.leader, g.since}
+	return []prometheus.Collector{g.rows, g.rounds, g.lag, g.regions, g.leader, g.since, g.memory}
 }
 
 // GlobalRound implements [sluice.Observer].
@@ -67,6 +72,7 @@ func (m *Metrics) GlobalRound(st sluice.GlobalStats) {
 	if st.Regions > 0 {
 		g.regions.WithLabelValues().Set(float64(st.Regions))
 		g.lag.WithLabelValues().Observe(st.Elapsed.Seconds())
+		g.memory.WithLabelValues().Set(float64(st.LeaderHeapBytes))
 	}
 	leader := 0.0
 	if st.Leader {

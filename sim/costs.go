@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/origin"
 	"github.com/sluicehq/sluice/origin/redis"
 )
@@ -42,9 +44,14 @@ type Costs struct {
 	// average: the Redis protocol's bytes of its commands (shared origin).
 	OriginBytesPerNodePerSecond float64 `json:"origin_bytes_per_node_per_second"`
 	// CellsPerNode is the most counter cells one node held at a replay
-	// round; HeapBytesPerNode is what they take in memory (cellHeapBytes
-	// each, plus their identity's bytes).
+	// round. LeaderHeapBytes is the most memory a region's leader kept
+	// between its rounds for the cells it handled, as it estimates it
+	// (sluice.GlobalStats.LeaderHeapBytes: its record of the entries it
+	// imported and of the counts it wrote). HeapBytesPerNode is what the
+	// cells take in memory (cellHeapBytes each, plus their identity's
+	// bytes) and LeaderHeapBytes: an upper bound on a node's.
 	CellsPerNode     int64 `json:"cells_per_node"`
+	LeaderHeapBytes  int64 `json:"leader_heap_bytes"`
 	HeapBytesPerNode int64 `json:"heap_bytes_per_node"`
 	// OverAdmission is OverPct: what the deployment admitted above the
 	// exact model, in percent of the model's admissions; UnderAdmission is
@@ -247,3 +254,25 @@ func (s *served) see(id, node int, window int64) {
 		s.pairs++
 	}
 }
+
+// leaderHeap is the nodes' sluice.Observer: it keeps the most memory a
+// leader reported keeping between its rounds, and ignores the rest.
+type leaderHeap struct{ most atomic.Int64 }
+
+var _ sluice.Observer = (*leaderHeap)(nil)
+
+func (h *leaderHeap) GlobalRound(st sluice.GlobalStats) {
+	for {
+		m := h.most.Load()
+		if st.LeaderHeapBytes <= m || h.most.CompareAndSwap(m, st.LeaderHeapBytes) {
+			return
+		}
+	}
+}
+
+func (*leaderHeap) OriginRead(string, time.Duration, error) {}
+func (*leaderHeap) Replayed(int, time.Duration, error)      {}
+func (*leaderHeap) ReplayBacklog(int64)                     {}
+func (*leaderHeap) Swept(int, int)                          {}
+func (*leaderHeap) Evicted(string, int)                     {}
+func (*leaderHeap) Dropped(string, int, int64)              {}

@@ -133,6 +133,11 @@ func costRows(row func(k, format string, args ...any), res Result) {
 	if res.Regions > 1 {
 		row("MySQL (modelled)", "%s rows and %s statements per second", fmtNum(res.MySQLRowsPerSecond), fmtNum(res.MySQLStatementsPerSecond))
 	}
+	if res.LeaderHeapBytes > 0 {
+		row("memory", "at most %d cells on one node, and %s KiB a leader kept: %s KiB of heap", res.CellsPerNode,
+			fmtNum(round(float64(res.LeaderHeapBytes)/1024, 1)), fmtNum(round(float64(res.HeapBytesPerNode)/1024, 1)))
+		return
+	}
 	row("memory", "at most %d cells on one node: %s KiB of heap", res.CellsPerNode, fmtNum(round(float64(res.HeapBytesPerNode)/1024, 1)))
 }
 

@@ -54,8 +54,9 @@ type run struct {
 	origins []originCounts
 	global  globalCounts
 	rpcs    atomic.Int64
-	cells   int64   // the most cells one node held at a replay round
-	served  *served // the (node, identity, window) triples requests reached
+	cells   int64      // the most cells one node held at a replay round
+	leaders leaderHeap // the most a leader kept between its rounds
+	served  *served    // the (node, identity, window) triples requests reached
 
 	// What comes next besides the requests, in Unix ms.
 	changes    []change // of nodes, in time order
@@ -151,6 +152,7 @@ func (r *run) nodeConfig(i int, o *faultyOrigin) (sluice.Config, drive.Options) 
 		ReplayTimeout:   time.Minute,
 		FlushTimeout:    10 * time.Millisecond,
 		JanitorInterval: 24 * time.Hour, // no sweep on a wall-clock timer during a run
+		Observer:        &r.leaders,
 	}
 	if r.store != nil {
 		cfg.Global = &sluice.GlobalConfig{Store: r.store, Interval: r.s.GlobalInterval, Timeout: time.Minute}
@@ -570,7 +572,8 @@ func (r *run) countCosts(res *Result) {
 	c.MySQLRowsPerSecond = perSecond(r.global.rows.Load())
 	c.MySQLStatementsPerSecond = perSecond(r.global.statements.Load())
 	c.CellsPerNode = r.cells
-	c.HeapBytesPerNode = r.cells * (cellHeapBytes + r.identityBytes())
+	c.LeaderHeapBytes = r.leaders.most.Load()
+	c.HeapBytesPerNode = r.cells*(cellHeapBytes+r.identityBytes()) + c.LeaderHeapBytes
 	c.OverAdmission, c.UnderAdmission = res.OverPct, res.UnderPct
 	c.Identities = len(r.ids)
 	c.MySQLRowsReadPerSecond = perSecond(r.global.rowsRead.Load())
