@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -63,7 +64,7 @@ func TestLeaderHeapBytes(t *testing.T) {
 		return origin.Cell{Key: k, Sequence: 7}
 	}
 	s := newLeaderState(origin.Lease{})
-	before := heapInUse()
+	before := testenv.HeapInUse()
 	for r := range regions {
 		imports := make([]origin.Import, cells)
 		for i := range imports {
@@ -71,11 +72,11 @@ func TestLeaderHeapBytes(t *testing.T) {
 		}
 		s.remember(imports, 1_000)
 	}
-	imported := heapInUse() - before
+	imported := testenv.HeapInUse() - before
 	for i := range cells {
 		s.written[key(i)] = 5
 	}
-	written := heapInUse() - before - imported
+	written := testenv.HeapInUse() - before - imported
 	runtime.KeepAlive(s.imported)
 	runtime.KeepAlive(s.written)
 	estimate := s.heapBytes()
@@ -90,12 +91,4 @@ func TestLeaderHeapBytes(t *testing.T) {
 			t.Errorf("%s: %d bytes a cell, estimated %d: set the leader's heap constants to it", c.name, c.got/cells, c.want/cells)
 		}
 	}
-}
-
-func heapInUse() int64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }

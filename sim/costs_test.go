@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestCellHeapBytes measures the heap a limiter takes per counter cell,
@@ -26,14 +27,14 @@ func TestCellHeapBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	before := heapInUse()
+	before := testenv.HeapInUse()
 	now := time.UnixMilli(1_800_000_000_000)
 	for _, id := range ids {
 		if _, err := l.Ratelimit(context.Background(), sluice.Request{Namespace: "ns", Identifier: id, Limit: 10, Duration: time.Minute, Cost: 1, Time: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	per := float64(heapInUse()-before) / cells
+	per := float64(testenv.HeapInUse()-before) / cells
 	runtime.KeepAlive(ids)
 	t.Logf("%.0f bytes of heap per cell (cellHeapBytes = %d)", per, cellHeapBytes)
 	if per < 0.75*cellHeapBytes || per > 1.25*cellHeapBytes {
@@ -41,13 +42,6 @@ func TestCellHeapBytes(t *testing.T) {
 	}
 }
 
-func heapInUse() int64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
-}
 
 // TestSkewAndCosts runs one region at 2x the limit over 1,000 identifiers
 // picked by a Zipf distribution: identifier 0 gets the most requests and the
