@@ -135,6 +135,7 @@ func globalRun(t *testing.T, perRegion int, kill bool) globalWork {
 	for i, region := range []string{"eu", "us"} {
 		checkNothingTwice(t, dsn, ws, fmt.Sprintf("%s-%d", region, perRegion), fmt.Sprintf("redis://%s/%d", addr, 12+i))
 	}
+	checkLeaderMemory(t, nodes[perRegion:])
 	w := globalWork{statements: (after.statements - before.statements) / run.Seconds(),
 		rowsRead: (after.read - before.read) / run.Seconds(), requests: len(sent.results)}
 	compareWithSimulation(t, w, sent, nodes, perRegion, limit, d, run, interval)
@@ -198,6 +199,27 @@ func leaderOf(t *testing.T, region []*node) *node {
 	}
 	t.Fatal("no node of the region reports itself leader")
 	return nil
+}
+
+// checkLeaderMemory checks that the leader of region reports keeping
+// memory for the cells it handled (sluice_global_leader_memory_bytes), and
+// that the other nodes report none.
+func checkLeaderMemory(t *testing.T, region []*node) {
+	t.Helper()
+	for _, n := range region {
+		m := n.metrics()
+		var bytes float64
+		for _, line := range strings.Split(m, "\n") {
+			if v, ok := strings.CutPrefix(line, "sluice_global_leader_memory_bytes "); ok {
+				_, _ = fmt.Sscan(v, &bytes)
+			}
+		}
+		leads := strings.Contains(m, "\nsluice_global_leader 1\n")
+		t.Logf("leader %v: %.0f bytes kept as leader", leads, bytes)
+		if leads != (bytes > 0) {
+			t.Errorf("a node that leads (%v) reports %.0f bytes kept as leader", leads, bytes)
+		}
+	}
 }
 
 // checkTakeover checks that a node of region other than the killed one
