@@ -73,7 +73,7 @@ func (o *Origin) loadLocal(ctx context.Context, cells []origin.Cell, idx []int, 
 			continue
 		}
 		counts[i] = read[j]
-		o.seen.record(mine[j], read[j].Current)
-		o.seen.record(origin.Cell{Key: mine[j].Key, Sequence: mine[j].Sequence - 1}, read[j].Previous)
+		o.seen.record(mine[j], read[j].Current, read[j].Imported.Current)
+		o.seen.record(origin.Cell{Key: mine[j].Key, Sequence: mine[j].Sequence - 1}, read[j].Previous, read[j].Imported.Previous)
 	}
 }

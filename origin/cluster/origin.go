@@ -414,8 +414,8 @@ func (o *Origin) Load(ctx context.Context, key origin.Key, seq int64) (origin.Co
 		}
 		counts = reply.counts()
 	}
-	o.seen.record(origin.Cell{Key: key, Sequence: seq}, counts.Current)
-	o.seen.record(origin.Cell{Key: key, Sequence: seq - 1}, counts.Previous)
+	o.seen.record(origin.Cell{Key: key, Sequence: seq}, counts.Current, counts.Imported.Current)
+	o.seen.record(origin.Cell{Key: key, Sequence: seq - 1}, counts.Previous, counts.Imported.Previous)
 	return counts, nil
 }
 
@@ -486,7 +486,7 @@ func (o *Origin) applyGroup(ctx context.Context, p *peer, deltas []origin.Delta,
 			continue
 		}
 		totals[i] = t[j]
-		o.seen.recordWrite(batch[j].Cell, t[j].Count, batch[j].Writer, batch[j].Sent)
+		o.seen.recordWrite(batch[j].Cell, t[j].Count, t[j].Imported, batch[j].Writer, batch[j].Sent)
 	}
 }
 
@@ -575,8 +575,8 @@ func (o *Origin) Decide(ctx context.Context, c origin.Check) (origin.Verdict, er
 			return origin.Verdict{}, err
 		}
 	}
-	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
-	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
+	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, v.Counts.Imported.Current, c.Writer, v.Share)
+	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous, v.Counts.Imported.Previous)
 	return v, nil
 }
 
@@ -648,7 +648,7 @@ func (o *Origin) localSeed(seeds []seed) {
 	o.seedMu.Lock()
 	defer o.seedMu.Unlock()
 	for _, sd := range seeds {
-		o.store.Seed(sd.Cell, sd.Total, sd.Shares)
+		o.store.Seed(sd.Cell, sd.Total, sd.Imported, sd.Shares)
 	}
 }
 
@@ -680,8 +680,8 @@ func (o *Origin) receive(e exceed) {
 	o.cfg.Observer.BroadcastReceived()
 	key := e.K.key()
 	counts := origin.Counts{Current: e.C, Previous: e.P}
-	o.seen.record(origin.Cell{Key: key, Sequence: e.S}, e.C)
-	o.seen.record(origin.Cell{Key: key, Sequence: e.S - 1}, e.P)
+	o.seen.record(origin.Cell{Key: key, Sequence: e.S}, e.C, 0)
+	o.seen.record(origin.Cell{Key: key, Sequence: e.S - 1}, e.P, 0)
 	o.seen.markBroadcast(origin.Cell{Key: key, Sequence: e.S}, e.C)
 	o.mergeLocal(key, e.S, counts)
 }

@@ -417,6 +417,50 @@ func TestRehomeSeedsNewOwner(t *testing.T) {
 	}
 }
 
+// TestRehomeSeedsImportedCounts checks that the seed of a moved cell
+// carries the other regions' count the owner held of it (its imported
+// count), as the survivors saw it in their replies, not only its total.
+func TestRehomeSeedsImportedCounts(t *testing.T) {
+	nodes := newTestCluster(t, 3, "s")
+	ctx := context.Background()
+	dead := nodes[2]
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	var moved []origin.Key
+	for i := 0; len(moved) < 10; i++ {
+		k := key(fmt.Sprintf("u%d", i))
+		if nodes[0].o.Ring().Owner(k) == dead.o.ID() {
+			moved = append(moved, k)
+		}
+	}
+	for i, k := range moved {
+		cell := origin.Cell{Key: k, Sequence: seq}
+		if err := nodes[0].o.Import(ctx, []origin.Import{{Cell: cell, Counts: []origin.RegionCount{{Region: "eu", Count: int64(30 + i)}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nodes[i%2].o.Apply(ctx, []origin.Delta{add(cell, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead.srv.Close()
+	alive := membersOf(nodes[0], nodes[1])
+	for _, nd := range nodes[:2] {
+		nd.o.SetPeers(alive)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for i, k := range moved {
+		for {
+			got, err := nodes[0].o.Load(ctx, k, seq)
+			if err == nil && got.Current == 1 && got.Imported.Current == int64(30+i) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("identity %d at its new owner: %+v %v, want a total of 1 and %d imported", i, got, err, 30+i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // TestRehomeDriven checks that with RehomeTicks a ring change hands no cell
 // over until Rehome runs, and that Rehome then seeds the new owner on the
 // caller's goroutine, reports how many cells it seeded, and does nothing

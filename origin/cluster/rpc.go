@@ -287,8 +287,8 @@ func (o *Origin) serveLoad(ctx context.Context, body []byte) (any, int, error) {
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}
-	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S}, c.Current)
-	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S - 1}, c.Previous)
+	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S}, c.Current, c.Imported.Current)
+	o.seen.record(origin.Cell{Key: req.K.key(), Sequence: req.S - 1}, c.Previous, c.Imported.Previous)
 	return toCountsReply(c), http.StatusOK, nil
 }
 
@@ -329,7 +329,7 @@ func (o *Origin) serveApply(ctx context.Context, body []byte) (any, int, error) 
 				}
 				reply.I[taken[j]] = totals[j].Imported
 			}
-			o.seen.recordWrite(d.Cell, totals[j].Count, d.Writer, d.Sent)
+			o.seen.recordWrite(d.Cell, totals[j].Count, totals[j].Imported, d.Writer, d.Sent)
 		}
 	}
 	return reply, http.StatusOK, nil
@@ -356,8 +356,8 @@ func (o *Origin) decideHere(ctx context.Context, c origin.Check) (decideReply, e
 	if err != nil {
 		return decideReply{}, err
 	}
-	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, c.Writer, v.Share)
-	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous)
+	o.seen.recordWrite(origin.Cell{Key: c.Key, Sequence: c.Seq}, v.Counts.Current, v.Counts.Imported.Current, c.Writer, v.Share)
+	o.seen.record(origin.Cell{Key: c.Key, Sequence: c.Seq - 1}, v.Counts.Previous, v.Counts.Imported.Previous)
 	return decideReply{A: v.Admitted, C: v.Counts.Current, P: v.Counts.Previous, IC: v.Counts.Imported.Current, IP: v.Counts.Imported.Previous, Stale: v.Stale, Share: v.Share}, nil
 }
 

@@ -39,16 +39,19 @@ type seen struct {
 
 type seenCell struct {
 	total     int64
+	imported  int64                   // the other regions' count, as the owner holds it
 	broadcast int64                   // total last broadcast; 0: never
 	shares    map[origin.Writer]int64 // nil until a write is seen
 }
 
-// seed is what a new owner takes for one cell: its total and the shares of
-// the writers known.
+// seed is what a new owner takes for one cell: its total, its imported
+// count (the other regions' count of it) and the shares of the writers
+// known.
 type seed struct {
-	Cell   origin.Cell
-	Total  int64
-	Shares map[origin.Writer]int64
+	Cell     origin.Cell
+	Total    int64
+	Imported int64
+	Shares   map[origin.Writer]int64
 }
 
 // newSeen returns an empty seen that holds at most maxCells cells, and at
@@ -75,32 +78,37 @@ func seenAge(cell origin.Cell, _ *seenCell, now int64) fairmap.Age {
 	}
 }
 
-// record raises cell's total to n.
-func (s *seen) record(cell origin.Cell, n int64) {
-	if n <= 0 {
+// record raises cell's total to n and its imported count to imported.
+func (s *seen) record(cell origin.Cell, n, imported int64) {
+	if n <= 0 && imported <= 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.getLocked(cell)
 	c.total = max(c.total, n)
+	c.imported = max(c.imported, imported)
 }
 
-// recordWrite raises cell's total to n and writer w's share to sent.
-func (s *seen) recordWrite(cell origin.Cell, n int64, w origin.Writer, sent int64) {
+// recordWrite raises cell's total to n, its imported count to imported
+// and writer w's share to sent.
+func (s *seen) recordWrite(cell origin.Cell, n, imported int64, w origin.Writer, sent int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.getLocked(cell)
 	c.total = max(c.total, n)
+	c.imported = max(c.imported, imported)
 	c.raiseShare(w, sent)
 }
 
-// recordSeed raises the cell of sd to its total and shares.
+// recordSeed raises the cell of sd to its total, imported count and
+// shares.
 func (s *seen) recordSeed(sd seed) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.getLocked(sd.Cell)
 	c.total = max(c.total, sd.Total)
+	c.imported = max(c.imported, sd.Imported)
 	for w, n := range sd.Shares {
 		c.raiseShare(w, n)
 	}
@@ -155,30 +163,32 @@ func (s *seen) getLocked(cell origin.Cell) *seenCell {
 	return s.cells.Insert(cell, seenCell{}, now)
 }
 
-// snapshot returns a seed of every live cell with a total. It is the one
-// walk over every cell, once per re-homing; the cap bounds it.
+// snapshot returns a seed of every live cell with a total or an imported
+// count. It is the one walk over every cell, once per re-homing; the cap
+// bounds it.
 func (s *seen) snapshot() []seed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock().UnixMilli()
 	out := make([]seed, 0, s.cells.Len())
 	for cell, c := range s.cells.All() {
-		if c.total > 0 && live(cell, now) {
-			out = append(out, seed{Cell: cell, Total: c.total, Shares: maps.Clone(c.shares)})
+		if (c.total > 0 || c.imported > 0) && live(cell, now) {
+			out = append(out, seed{Cell: cell, Total: c.total, Imported: c.imported, Shares: maps.Clone(c.shares)})
 		}
 	}
 	return out
 }
 
-// seedOf returns the seed of cell, if it is live and has a total.
+// seedOf returns the seed of cell, if it is live and has a total or an
+// imported count.
 func (s *seen) seedOf(cell origin.Cell) (seed, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cells.Peek(cell)
-	if c == nil || c.total <= 0 || !live(cell, s.clock().UnixMilli()) {
+	if c == nil || (c.total <= 0 && c.imported <= 0) || !live(cell, s.clock().UnixMilli()) {
 		return seed{}, false
 	}
-	return seed{Cell: cell, Total: c.total, Shares: maps.Clone(c.shares)}, true
+	return seed{Cell: cell, Total: c.total, Imported: c.imported, Shares: maps.Clone(c.shares)}, true
 }
 
 // len returns the number of cells held.

@@ -18,8 +18,8 @@ func seenCellAt(ws, id string, d time.Duration, now time.Time) origin.Cell {
 // seenWrites are the ways a cell gets into seen, each recording a total of
 // 1.
 var seenWrites = map[string]func(s *seen, c origin.Cell){
-	"record":        func(s *seen, c origin.Cell) { s.record(c, 1) },
-	"recordWrite":   func(s *seen, c origin.Cell) { s.recordWrite(c, 1, newWriter(), 1) },
+	"record":        func(s *seen, c origin.Cell) { s.record(c, 1, 0) },
+	"recordWrite":   func(s *seen, c origin.Cell) { s.recordWrite(c, 1, 0, newWriter(), 1) },
 	"recordSeed":    func(s *seen, c origin.Cell) { s.recordSeed(seed{Cell: c, Total: 1}) },
 	"markBroadcast": func(s *seen, c origin.Cell) { s.markBroadcast(c, 1) },
 }
@@ -68,10 +68,10 @@ func TestSeenEvictsFairly(t *testing.T) {
 	s := newSeen(func() time.Time { return now }, capacity, 0)
 	a := func(i int) origin.Cell { return seenCellAt("a", fmt.Sprint("a", i), 30*24*time.Hour, now) }
 	for i := range aCells {
-		s.recordWrite(a(i), 1, newWriter(), 1)
+		s.recordWrite(a(i), 1, 0, newWriter(), 1)
 	}
 	for i := range 10 * capacity {
-		s.recordWrite(seenCellAt("b", fmt.Sprint("b", i), 30*24*time.Hour, now), 1, newWriter(), 1)
+		s.recordWrite(seenCellAt("b", fmt.Sprint("b", i), 30*24*time.Hour, now), 1, 0, newWriter(), 1)
 	}
 	for i := range aCells {
 		if sd, ok := s.seedOf(a(i)); !ok || sd.Total != 1 || len(sd.Shares) != 1 {
@@ -101,13 +101,13 @@ func TestSeenSweepIsIncremental(t *testing.T) {
 			now := time.UnixMilli(1_000_000)
 			s := newSeen(func() time.Time { return now }, tc.max, 0)
 			for i := range tc.dead {
-				s.record(seenCellAt("a", fmt.Sprint("old", i), time.Second, now), 1)
+				s.record(seenCellAt("a", fmt.Sprint("old", i), time.Second, now), 1, 0)
 			}
 			now = now.Add(time.Minute)
 			steps := 0
 			for s.len() > steps {
 				before := s.len()
-				s.record(seenCellAt("a", fmt.Sprint("new", steps), 30*24*time.Hour, now), 1)
+				s.record(seenCellAt("a", fmt.Sprint("new", steps), 30*24*time.Hour, now), 1, 0)
 				steps++
 				if removed := before + 1 - s.len(); removed > sweepStep {
 					t.Fatalf("record %d removed %d dead cells, over the %d of one step", steps, removed, sweepStep)

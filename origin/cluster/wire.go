@@ -185,6 +185,7 @@ type wireSeed struct {
 	K      wireKey     `json:"k"`
 	S      int64       `json:"s"`
 	N      int64       `json:"n"`
+	I      int64       `json:"i,omitempty"` // imported count; absent from a member of an earlier release
 	Shares []wireShare `json:"w,omitempty"`
 }
 
@@ -198,7 +199,7 @@ type wireShare struct {
 // raises, so seeding a cell twice with parts of its shares is seeding it
 // once with all of them).
 func toWireSeeds(sd seed) []wireSeed {
-	base := wireSeed{K: toWireKey(sd.Cell.Key), S: sd.Cell.Sequence, N: sd.Total}
+	base := wireSeed{K: toWireKey(sd.Cell.Key), S: sd.Cell.Sequence, N: sd.Total, I: sd.Imported}
 	out := []wireSeed{base}
 	for writer, n := range sd.Shares {
 		w := &out[len(out)-1]
@@ -212,7 +213,7 @@ func toWireSeeds(sd seed) []wireSeed {
 }
 
 func (w wireSeed) seed() seed {
-	sd := seed{Cell: origin.Cell{Key: w.K.key(), Sequence: w.S}, Total: w.N, Shares: make(map[origin.Writer]int64, len(w.Shares))}
+	sd := seed{Cell: origin.Cell{Key: w.K.key(), Sequence: w.S}, Total: w.N, Imported: w.I, Shares: make(map[origin.Writer]int64, len(w.Shares))}
 	for _, sh := range w.Shares {
 		sd.Shares[sh.W] = max(sd.Shares[sh.W], sh.N)
 	}

@@ -37,7 +37,7 @@ func (o *Origin) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) e
 			return err
 		}
 	}
-	o.seen.recordWrite(c, 0, w, origin.Withdrawn)
+	o.seen.recordWrite(c, 0, 0, w, origin.Withdrawn)
 	return nil
 }
 
@@ -61,6 +61,6 @@ func (o *Origin) serveWithdraw(ctx context.Context, body []byte) (any, int, erro
 	if err := o.localWithdraw(ctx, c, req.W); err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}
-	o.seen.recordWrite(c, 0, req.W, origin.Withdrawn)
+	o.seen.recordWrite(c, 0, 0, req.W, origin.Withdrawn)
 	return struct{}{}, http.StatusOK, nil
 }

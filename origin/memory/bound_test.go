@@ -35,7 +35,7 @@ func writeOnce(t *testing.T, s *Store, how string, c origin.Cell) {
 		_, err = s.Decide(ctx, origin.Check{Key: c.Key, Seq: c.Sequence, Writer: newWriter(),
 			Asks: []origin.Ask{{Limit: 10, Cost: 1}}})
 	case "seed":
-		s.Seed(c, 1, map[origin.Writer]int64{newWriter(): 1})
+		s.Seed(c, 1, 0, map[origin.Writer]int64{newWriter(): 1})
 	default:
 		t.Fatalf("unknown write %q", how)
 	}

@@ -264,19 +264,21 @@ func (s *Store) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) er
 	return nil
 }
 
-// Seed raises cell c's total to at least total, and each writer's share in
-// shares to at least its value, without adding the share's rise to the
-// total: the total already holds it. A cluster's new owner of a cell takes
-// the cell from the other members' views this way.
-func (s *Store) Seed(c origin.Cell, total int64, shares map[origin.Writer]int64) {
+// Seed raises cell c's total to at least total, its imported count to at
+// least imported, and each writer's share in shares to at least its value,
+// without adding the share's rise to the total: the total already holds
+// it. A cluster's new owner of a cell takes the cell from the other
+// members' views this way.
+func (s *Store) Seed(c origin.Cell, total, imported int64, shares map[origin.Writer]int64) {
 	now := s.clock().UnixMilli()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.liveLocked(c, now, total > 0 || len(shares) > 0)
+	e := s.liveLocked(c, now, total > 0 || imported > 0 || len(shares) > 0)
 	if e == nil {
 		return
 	}
 	e.count = max(e.count, total)
+	e.imported = max(e.imported, imported)
 	for w, n := range shares {
 		e.shares[w] = max(e.shares[w], n)
 	}
