@@ -33,7 +33,7 @@ const (
 	// not fit (longer Envoy RLS identifiers, characters that JSON escapes,
 	// many writers' shares) into calls under it. The largest single delta
 	// or seed (a MaxKeyBytes key, every byte escaped to 6, and
-	// maxSeedShares shares) takes 58,662 bytes.
+	// maxSeedShares shares) takes 58,686 bytes.
 	maxBody = 512 << 10
 	// maxInflightBody bounds the bodies of the peer calls being read at
 	// once, all senders together: 128 calls of maxBody. A call over it is

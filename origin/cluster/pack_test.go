@@ -35,7 +35,7 @@ func TestMaxBodyFitsAReplayBatch(t *testing.T) {
 	t.Logf("a replay batch of %d deltas of the largest HTTP API keys: %d bytes (cap %d)", maxCallCells, len(bodies[0]), maxBody)
 
 	sd := seed{Cell: origin.Cell{Key: origin.Key{Workspace: strings.Repeat("\x01", MaxKeyBytes), Duration: time.Hour}, Sequence: math.MaxInt64},
-		Total: math.MaxInt64, Shares: map[origin.Writer]int64{}}
+		Total: math.MaxInt64, Imported: math.MaxInt64, Shares: map[origin.Writer]int64{}}
 	for i := range maxSeedShares {
 		sd.Shares[origin.Writer(math.MaxUint64-uint64(i))] = math.MaxInt64
 	}
