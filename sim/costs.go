@@ -61,6 +61,12 @@ type Costs struct {
 	// Identities is the number of identities the scenario sends requests
 	// for (Identifiers).
 	Identities int `json:"identities"`
+	// BusiestNodeLoad is the most requests one node served over the mean of
+	// its region's nodes (the highest of the regions): 1 when the load
+	// balancer spreads requests evenly; with identity-affine routing
+	// (BalanceHash), a node that an identity of the Zipf distribution's
+	// head hashes to serves it alone.
+	BusiestNodeLoad float64 `json:"busiest_node_load"`
 	// RedisFloorCallsPerRequest is the floor under RedisCallsPerRequest of
 	// any regional store keyed by identity whose nodes decide from their
 	// own memory: a read and a write for each node, identity and window

@@ -249,6 +249,7 @@ type node struct {
 	due      int64         // when it lands, Unix ms
 
 	nextRound int64 // when its next global round falls due, Unix ms
+	requests  int64 // requests it served
 }
 
 // flush starts a replay round of n at now. Without a gate the round runs

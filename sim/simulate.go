@@ -329,6 +329,7 @@ func (r *run) serve(ctx context.Context, ev event) error {
 	i := r.lb.live(r.nodes, ev.node, r.s.Nodes)
 	r.served.see(ev.id, i, ev.ms/r.s.Window.Milliseconds())
 	n := r.nodes[i]
+	n.requests++
 	id := r.ids[ev.id]
 	res, err := n.l.Ratelimit(ctx, sluice.Request{
 		Namespace: id.namespace, Identifier: id.identifier,
@@ -575,8 +576,27 @@ func (r *run) countCosts(res *Result) {
 	c.LeaderHeapBytes = r.leaders.most.Load()
 	c.HeapBytesPerNode = r.cells*(cellHeapBytes+r.identityBytes()) + c.LeaderHeapBytes
 	c.OverAdmission, c.UnderAdmission = res.OverPct, res.UnderPct
+	c.BusiestNodeLoad = r.busiestNodeLoad()
 	c.Identities = len(r.ids)
 	c.MySQLRowsReadPerSecond = perSecond(r.global.rowsRead.Load())
+}
+
+// busiestNodeLoad returns the most requests one node served over the mean
+// of its region's nodes, the highest of the regions that served any: 1
+// when a region's load balancer spreads its requests evenly.
+func (r *run) busiestNodeLoad() float64 {
+	var most float64
+	for i := range r.s.Regions {
+		var sum, top int64
+		for _, n := range r.region(i) {
+			sum += n.requests
+			top = max(top, n.requests)
+		}
+		if sum > 0 {
+			most = max(most, float64(top)*float64(r.s.Nodes)/float64(sum))
+		}
+	}
+	return round(most, 3)
 }
 
 // identityBytes returns the mean bytes of an identity's strings, which a
