@@ -66,8 +66,9 @@ func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 
 // handBack hands the counts and denials this node took as leader and has
 // not written to the region's new leader, as nominations, when another node
-// took the lease (or when it learns so after it failed to renew). Those it cannot hand back are lost (and the denials
-// counted): a count is nominated again as it grows.
+// took the lease (or when it learns so after it failed to renew). Those it
+// cannot hand back are lost (and the denials counted): a count is
+// nominated again as it grows.
 func (l *Limiter) handBack(ctx context.Context, st *GlobalStats) {
 	g := &l.global
 	ns := make([]origin.Nomination, 0, len(g.lead.counts)+len(g.lead.pendingDenials))

@@ -130,7 +130,7 @@ type globalState struct {
 // importedCell is what a leader remembers of the entries it imported of
 // one cell: each other region's highest count imported, and when a pull
 // last read one of them. It takes about a third of the memory of an entry
-// remembered apart per region (TestImportedRecordHeapBytes).
+// remembered apart per region (TestLeaderHeapBytes).
 type importedCell struct {
 	seen    int64 // Unix ms of the pull that last read one of its entries
 	entries []importedEntry
@@ -194,8 +194,8 @@ type leaderState struct {
 	// imported is the count of each other region's entry of each cell the
 	// leader last imported, and when it last read it: a pull that reads an
 	// entry again (a row within the store's overlap) imports it only if it
-	// rose. An entry not read for importMemory is forgotten (see
-	// forgetImported): a pull reads a row again only within its overlap,
+	// rose. A cell none of whose entries a pull read for importMemory is
+	// forgotten (see forget): a pull reads a row again only within its overlap,
 	// and the leader's memory must not grow with every entry of a window.
 	imported map[origin.Cell]*importedCell
 	// entries counts the entries of imported.

@@ -42,7 +42,6 @@ func TestCellHeapBytes(t *testing.T) {
 	}
 }
 
-
 // TestSkewAndCosts runs one region at 2x the limit over 1,000 identifiers
 // picked by a Zipf distribution: identifier 0 gets the most requests and the
 // 100 identities listed are those admitted most above the model; and the
