@@ -381,63 +381,50 @@ func TestBroadcastOnExceed(t *testing.T) {
 // TestRehomeSeedsNewOwner checks that when a member dies, the survivors
 // seed the new owners of its cells with the totals they saw.
 func TestRehomeSeedsNewOwner(t *testing.T) {
-	nodes := newTestCluster(t, 3, "s")
 	ctx := context.Background()
-	dead := nodes[2]
-	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
-	var moved []origin.Key
-	for i := 0; len(moved) < 20; i++ {
-		k := key(fmt.Sprintf("u%d", i))
-		if nodes[0].o.Ring().Owner(k) == dead.o.ID() {
-			moved = append(moved, k)
-		}
-	}
-	for i, k := range moved {
-		if _, err := nodes[i%2].o.Apply(ctx, []origin.Delta{add(origin.Cell{Key: k, Sequence: seq}, int64(10+i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dead.srv.Close()
-	alive := membersOf(nodes[0], nodes[1])
-	for _, nd := range nodes[:2] {
-		nd.o.SetPeers(alive)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for i, k := range moved {
-		for {
-			got, err := nodes[0].o.Load(ctx, k, seq)
-			if err == nil && got.Current == int64(10+i) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("identity %d at its new owner: %v %v, want %d", i, got, err, 10+i)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	checkRehome(t, 20, func(nodes []*testNode, i int, cell origin.Cell) error {
+		_, err := nodes[i%2].o.Apply(ctx, []origin.Delta{add(cell, int64(10+i))})
+		return err
+	}, func(i int, got origin.Counts) (bool, string) {
+		return got.Current == int64(10+i), fmt.Sprintf("a total of %d", 10+i)
+	})
 }
 
 // TestRehomeSeedsImportedCounts checks that the seed of a moved cell
 // carries the other regions' count the owner held of it (its imported
 // count), as the survivors saw it in their replies, not only its total.
 func TestRehomeSeedsImportedCounts(t *testing.T) {
+	ctx := context.Background()
+	checkRehome(t, 10, func(nodes []*testNode, i int, cell origin.Cell) error {
+		if err := nodes[0].o.Import(ctx, []origin.Import{{Cell: cell, Counts: []origin.RegionCount{{Region: "eu", Count: int64(30 + i)}}}}); err != nil {
+			return err
+		}
+		_, err := nodes[i%2].o.Apply(ctx, []origin.Delta{add(cell, 1)})
+		return err
+	}, func(i int, got origin.Counts) (bool, string) {
+		return got.Current == 1 && got.Imported.Current == int64(30+i), fmt.Sprintf("a total of 1 and %d imported", 30+i)
+	})
+}
+
+// checkRehome starts three members, writes (with write, through the first
+// two) n cells that the third owns, stops the third, and waits up to 5 s
+// for each cell's counts at its new owner to be what want says.
+func checkRehome(t *testing.T, n int, write func(nodes []*testNode, i int, cell origin.Cell) error,
+	want func(i int, got origin.Counts) (ok bool, what string)) {
+	t.Helper()
 	nodes := newTestCluster(t, 3, "s")
 	ctx := context.Background()
 	dead := nodes[2]
 	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
 	var moved []origin.Key
-	for i := 0; len(moved) < 10; i++ {
+	for i := 0; len(moved) < n; i++ {
 		k := key(fmt.Sprintf("u%d", i))
 		if nodes[0].o.Ring().Owner(k) == dead.o.ID() {
 			moved = append(moved, k)
 		}
 	}
 	for i, k := range moved {
-		cell := origin.Cell{Key: k, Sequence: seq}
-		if err := nodes[0].o.Import(ctx, []origin.Import{{Cell: cell, Counts: []origin.RegionCount{{Region: "eu", Count: int64(30 + i)}}}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := nodes[i%2].o.Apply(ctx, []origin.Delta{add(cell, 1)}); err != nil {
+		if err := write(nodes, i, origin.Cell{Key: k, Sequence: seq}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -450,11 +437,12 @@ func TestRehomeSeedsImportedCounts(t *testing.T) {
 	for i, k := range moved {
 		for {
 			got, err := nodes[0].o.Load(ctx, k, seq)
-			if err == nil && got.Current == 1 && got.Imported.Current == int64(30+i) {
+			ok, what := want(i, got)
+			if err == nil && ok {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("identity %d at its new owner: %+v %v, want a total of 1 and %d imported", i, got, err, 30+i)
+				t.Fatalf("identity %d at its new owner: %+v %v, want %s", i, got, err, what)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
