@@ -410,8 +410,9 @@ func (r *replayer) reservedLeft() (writes, units int64) {
 
 // round turns the parked lists whose turn is due, reads the cells queued
 // for a read (see readLater), takes every dirty cell, hands them to the
-// workers in batches and waits for the batches to finish. ctx bounds the origin calls (each also
-// by ReplayTimeout). It reports whether there was anything.
+// workers in batches and waits for the batches to finish. ctx bounds the
+// origin calls (each also by ReplayTimeout). It reports whether there was
+// anything.
 func (r *replayer) round(ctx context.Context, jobs chan<- replayJob) bool {
 	r.turnIfDue(r.l.cfg.Clock().UnixMilli())
 	r.l.readQueued(ctx)

@@ -193,21 +193,7 @@ func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta
 		}
 		return raiseScript.Eval(ctx, p, keys[from:to], args[3*from:3*to]...)
 	}
-	cmds := make([]*goredis.Cmd, (len(keys)+per-1)/per)
-	pipe := o.client.Pipeline()
-	for j := range cmds {
-		cmds[j] = send(pipe, j, true)
-	}
-	_ = execPipeline(ctx, pipe) // each command's error is inspected below
-	if slices.ContainsFunc(cmds, func(c *goredis.Cmd) bool { return isNoScript(c.Err()) }) {
-		retry := o.client.Pipeline()
-		for j, c := range cmds { // EVAL also caches the script for the next EVALSHA
-			if isNoScript(c.Err()) {
-				cmds[j] = send(retry, j, false)
-			}
-		}
-		_ = execPipeline(ctx, retry)
-	}
+	cmds := o.runCalls(ctx, (len(keys)+per-1)/per, send)
 	return collectTotals(len(keys), func(i int) (any, error) {
 		replies, err := cmds[i/per].Slice()
 		if err != nil {
@@ -218,6 +204,29 @@ func (o *Origin) apply(ctx context.Context, keys []string, deltas []origin.Delta
 		}
 		return replies[i%per], nil
 	}, totals)
+}
+
+// runCalls sends n script calls in one pipeline, each with EVALSHA
+// (send(p, j, true) queues call j on p), then again with EVAL those Redis
+// answered NOSCRIPT, in a second pipeline, and returns the calls' commands,
+// whose errors the caller inspects.
+func (o *Origin) runCalls(ctx context.Context, n int, send func(p goredis.Pipeliner, j int, withSha bool) *goredis.Cmd) []*goredis.Cmd {
+	cmds := make([]*goredis.Cmd, n)
+	pipe := o.client.Pipeline()
+	for j := range cmds {
+		cmds[j] = send(pipe, j, true)
+	}
+	_ = execPipeline(ctx, pipe) // each command's error is inspected by the caller
+	if slices.ContainsFunc(cmds, func(c *goredis.Cmd) bool { return isNoScript(c.Err()) }) {
+		retry := o.client.Pipeline()
+		for j, c := range cmds { // EVAL also caches the script for the next EVALSHA
+			if isNoScript(c.Err()) {
+				cmds[j] = send(retry, j, false)
+			}
+		}
+		_ = execPipeline(ctx, retry)
+	}
+	return cmds
 }
 
 // parseTotal reads one cell's reply of the raise script: its total and its

@@ -256,7 +256,7 @@ func (o *Origin) Import(ctx context.Context, imports []origin.Import) error {
 }
 
 // importCells runs importScript on the cells of one group, all its calls
-// in one pipeline, again with EVAL for those Redis answered NOSCRIPT.
+// in one pipeline (see runCalls).
 func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, imports []origin.Import) error {
 	per := 1
 	if _, single := o.client.(*goredis.Client); single {
@@ -277,22 +277,7 @@ func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, im
 		}
 		return importScript.Eval(ctx, p, calls[j].keys, calls[j].args...)
 	}
-	cmds := make([]*goredis.Cmd, len(calls))
-	pipe := o.client.Pipeline()
-	for j := range calls {
-		cmds[j] = send(pipe, j, true)
-	}
-	_ = execPipeline(ctx, pipe)
-	retry, again := o.client.Pipeline(), false
-	for j, c := range cmds {
-		if isNoScript(c.Err()) {
-			cmds[j], again = send(retry, j, false), true
-		}
-	}
-	if again {
-		_ = execPipeline(ctx, retry)
-	}
-	return importRefusals(cmds, cells, per)
+	return importRefusals(o.runCalls(ctx, len(calls), send), cells, per)
 }
 
 // importRefusals returns the first failure among the import script's
