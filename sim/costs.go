@@ -134,7 +134,7 @@ const scriptCells = 256
 // apply counts the replay of deltas: a call of the raise script per
 // scriptCells cells.
 func (c *redisCosts) apply(deltas []origin.Delta) {
-	n := int64(applyCallCommands * ((len(deltas) + scriptCells - 1) / scriptCells))
+	n := applyCallCommands * scriptCalls(len(deltas))
 	args := make([]string, 0, 3+4*len(deltas))
 	args = append(args, "EVALSHA", sha, strconv.Itoa(len(deltas)))
 	for _, d := range deltas {
@@ -183,8 +183,12 @@ const (
 // importCommands returns the commands of an import of n cells, their
 // keys' expiries aside.
 func importCommands(n int) int64 {
-	return int64(importCallCommands*((n+scriptCells-1)/scriptCells) + importCellCommands*n)
+	return importCallCommands*scriptCalls(n) + importCellCommands*int64(n)
 }
+
+// scriptCalls returns the script calls that n cells take, scriptCells a
+// call.
+func scriptCalls(n int) int64 { return int64((n + scriptCells - 1) / scriptCells) }
 
 // region counts n commands of the global layer's calls.
 func (c *redisCosts) region(n int64) { c.regionCmds.Add(n) }
