@@ -208,12 +208,7 @@ func checkLeaderMemory(t *testing.T, region []*node) {
 	t.Helper()
 	for _, n := range region {
 		m := n.metrics()
-		var bytes float64
-		for _, line := range strings.Split(m, "\n") {
-			if v, ok := strings.CutPrefix(line, "sluice_global_leader_memory_bytes "); ok {
-				_, _ = fmt.Sscan(v, &bytes)
-			}
-		}
+		bytes := sampleSum(m, "sluice_global_leader_memory_bytes")
 		leads := strings.Contains(m, "\nsluice_global_leader 1\n")
 		t.Logf("leader %v: %.0f bytes kept as leader", leads, bytes)
 		if leads != (bytes > 0) {
@@ -234,12 +229,7 @@ func checkTakeover(t *testing.T, region []*node, killed *node, at time.Time, wit
 		if !strings.Contains(m, "\nsluice_global_leader 1\n") {
 			continue
 		}
-		var since float64
-		for _, line := range strings.Split(m, "\n") {
-			if v, ok := strings.CutPrefix(line, "sluice_global_leader_since_seconds "); ok {
-				_, _ = fmt.Sscan(v, &since)
-			}
-		}
+		since := sampleSum(m, "sluice_global_leader_since_seconds")
 		took := time.UnixMilli(int64(since * 1000)).Sub(at)
 		t.Logf("a node took the lease %v after the leader was killed", took.Round(time.Millisecond))
 		if took > within {
