@@ -175,17 +175,22 @@ func invariantBatch(t *rapid.T, nodes []*Limiter, draw func(string) Request, rep
 // concurrent callers on three limiters, while a checker reads every node's
 // committed count under the cell's lock. A caller adds its costs to inFlight
 // before its call and moves what passed to admitted after it, so at any
-// instant inFlight + admitted bounds what the region has really admitted;
-// the checker reads the local count first, then inFlight, then admitted,
-// which can only overstate the bound. Besides the limiters' own hydrations,
-// refreshes and replays, one goroutine per node merges the origin's total
-// into its cell all the time.
+// instant inFlight + admitted bounds what the region has really admitted,
+// plus the units the origin admitted to batches' reservations that were
+// withdrawn since (withdrawals.units): a node that read the cell while such
+// a reservation was held counts it still (see
+// TestReadOfAWithdrawnReservationCounts). The checker reads the local count
+// first, then inFlight, admitted and the withdrawn units, which can only
+// overstate the bound. Besides the limiters' own hydrations, refreshes and
+// replays, one goroutine per node merges the origin's total into its cell
+// all the time.
 func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 	if testing.Short() {
 		t.Skip("concurrent stress")
 	}
 	store := memory.New(nil)
-	nodes := invariantNodes(t, 3, store, Config{RefreshAfter: 5 * time.Millisecond, ReplayInterval: time.Millisecond})
+	withdrawals := &withdrawCounter{Store: store}
+	nodes := invariantNodes(t, 3, withdrawals, Config{RefreshAfter: 5 * time.Millisecond, ReplayInterval: time.Millisecond})
 	defer func() {
 		for _, l := range nodes {
 			_ = l.Close()
@@ -217,7 +222,7 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 					continue
 				}
 				local := c.committed()
-				bound := inFlight.Load() + admitted.Load()
+				bound := inFlight.Load() + admitted.Load() + withdrawals.units.Load()
 				if local > bound {
 					violations.Add(1)
 					first.Do(func() { t.Errorf("node %d holds %d committed, the region admitted at most %d", i, local, bound) })
@@ -280,5 +285,141 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 	callers.Wait()
 	close(stop)
 	checker.Wait()
-	t.Logf("admitted %d units; %d violations", admitted.Load(), violations.Load())
+	t.Logf("admitted %d units, %d withdrawn from reservations; %d violations", admitted.Load(), withdrawals.units.Load(), violations.Load())
+}
+
+// withdrawCounter is a memory origin that counts the units it admitted to
+// reservations (a Decide with a holder) that were withdrawn since: each
+// holder's admitted costs join units as its withdrawal starts, before the
+// origin takes them out of the total.
+type withdrawCounter struct {
+	*memory.Store
+	mu    sync.Mutex
+	held  map[origin.Writer]int64 // admitted units of each holder
+	units atomic.Int64
+}
+
+// Decide implements origin.Origin and notes a holder's admitted units.
+func (w *withdrawCounter) Decide(ctx context.Context, c origin.Check) (origin.Verdict, error) {
+	v, err := w.Store.Decide(ctx, c)
+	if err != nil || c.Holder == 0 {
+		return v, err
+	}
+	var units int64
+	for i, ok := range v.Admitted {
+		if ok {
+			units += c.Asks[i].Cost
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held == nil {
+		w.held = map[origin.Writer]int64{}
+	}
+	w.held[c.Holder] += units
+	return v, nil
+}
+
+// Withdraw implements origin.Origin and counts the holder's units as
+// withdrawn, once.
+func (w *withdrawCounter) Withdraw(ctx context.Context, c origin.Cell, holder origin.Writer) error {
+	w.mu.Lock()
+	w.units.Add(w.held[holder])
+	delete(w.held, holder)
+	w.mu.Unlock()
+	return w.Store.Withdraw(ctx, c, holder)
+}
+
+// withdrawGate is a memory origin whose Withdraw waits, before it runs,
+// for release, once it has said so on reached.
+type withdrawGate struct {
+	*memory.Store
+	reached, release chan struct{}
+}
+
+// Withdraw implements origin.Origin.
+func (g *withdrawGate) Withdraw(ctx context.Context, c origin.Cell, holder origin.Writer) error {
+	close(g.reached)
+	<-g.release
+	return g.Store.Withdraw(ctx, c, holder)
+}
+
+// TestReadOfAWithdrawnReservationCounts pins the one way a node's count
+// can exceed what its region admitted: a node that reads a cell while
+// another node's batch holds a reservation there counts the reserved
+// units, and keeps counting them after the batch is rolled back and the
+// reservation withdrawn (a count merges up, never down), until the cell
+// ends. It errs towards denying, by at most the units withdrawn meanwhile.
+func TestReadOfAWithdrawnReservationCounts(t *testing.T) {
+	store := memory.New(nil)
+	at := time.Now() // the limiters replay only cells that have not ended by their clock
+	gate := &withdrawGate{Store: store, reached: make(chan struct{}), release: make(chan struct{})}
+	cfg := Config{RefreshAfter: time.Hour}
+	reader, batcher := invariantNodes(t, 1, store, cfg)[0], invariantNodes(t, 1, gate, cfg)[0]
+	defer func() {
+		for _, l := range []*Limiter{reader, batcher} {
+			_ = l.Close()
+		}
+	}()
+	ctx := context.Background()
+	r := Request{Namespace: "inv", Identifier: "hot", Limit: 10, Cost: 1, Duration: time.Hour, Time: at}
+	hydrate := r
+	hydrate.Cost = 0
+	fill := func(n int) { // n units admitted by a node that then closes: they reach the origin
+		filler := invariantNodes(t, 1, store, cfg)[0]
+		for range n {
+			if res, err := filler.Ratelimit(ctx, r); err != nil || !res.Success {
+				t.Fatalf("filler: %+v, %v", res, err)
+			}
+		}
+		if err := filler.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(8)
+	if _, err := batcher.Ratelimit(ctx, hydrate); err != nil { // the batcher sees 8
+		t.Fatal(err)
+	}
+	fill(1)
+	if _, err := reader.Ratelimit(ctx, hydrate); err != nil { // the reader sees 9
+		t.Fatal(err)
+	}
+	done := make(chan []Response, 1)
+	go func() {
+		// Both pass the batcher's view of 8, near the limit: the origin
+		// decides, admits the 10th unit, denies the 11th.
+		out, err := batcher.RatelimitMany(ctx, []Request{r, r})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- out
+	}()
+	select {
+	case <-gate.reached: // the batch is rolled back; its reservation is still held at the origin
+	case out := <-done:
+		t.Fatalf("batch answered %+v without withdrawing a reservation", out)
+	}
+	var q resolved
+	if err := resolve(&q, &r, nil); err != nil {
+		t.Fatal(err)
+	}
+	cell := q.current()
+	c := reader.cells.load(reader.cells.keyHash(&cell.Key), &cell)
+	counts, err := store.Load(ctx, cell.Key, cell.Sequence)
+	if err != nil || c == nil {
+		t.Fatalf("reader's cell %v, load %v", c, err)
+	}
+	c.mergeRead(counts.Current) // a refresh of the reader's
+	close(gate.release)
+	if out := <-done; out[1].Success {
+		t.Fatalf("batch %+v, want the second request denied and the batch rolled back", out)
+	}
+	after, err := store.Load(ctx, cell.Key, cell.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mergeRead(after.Current) // a later refresh: the count does not come down
+	if after.Current != 9 || c.committed() != 10 {
+		t.Fatalf("origin %d, reader %d: want 9 admitted and the reader counting the withdrawn unit, 10", after.Current, c.committed())
+	}
 }
