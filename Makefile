@@ -45,7 +45,7 @@ chaos: services
 # fullsize runs one node of scale-1m at full size (e2e/fullsize_test.go):
 # ~1.7 million rows of 9 other regions in MariaDB, the node's 5,000
 # requests a second over a million identities for a window; it reports the
-# node's heap and cells and what its pulls cost (docs/explanation/capacity.md).
+# node's heap and cells and what its pulls cost (docs/capacity.md).
 fullsize: services
 	SLUICE_FULLSIZE=1 $(GO) test -count=1 -run '^TestFullSizeNode$$' -v -timeout 15m ./e2e
 

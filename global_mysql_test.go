@@ -95,7 +95,7 @@ func newGlobalNode(t *testing.T, redisAddr string, db int, region, dsn, prefix s
 // The first window is logged, not bounded: at 10× the limit it is used up
 // within a tenth of the window, and what each region admits during the
 // publish-to-pull lag (one to two intervals) is unseen by the other
-// (docs/explanation/consistency.md has the analysis and the measured figures).
+// (docs/consistency.md has the analysis and the measured figures).
 func TestTwoRegionsOnMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time load against Redis and MariaDB")

@@ -21,7 +21,7 @@ import (
 // that cell by all the nodes of the region, whatever the interleaving of
 // requests, batches that commit or roll back, replays, hydrations, refreshes
 // and strict-mode decisions at the origin. Hence a request the local view
-// denies would be denied by the region too (docs/explanation/consistency.md).
+// denies would be denied by the region too (docs/consistency.md).
 
 // invariantNodes starts n limiters on one shared origin, closed when t ends.
 func invariantNodes(t interface{ Fatal(...any) }, n int, store origin.Origin, cfg Config) []*Limiter {

@@ -6,7 +6,7 @@
 // identifier, duration), in fixed window cells that it evaluates as a sliding
 // window: the current cell counts fully, the previous cell by the fraction of
 // it still inside the window. One process with the embedded default makes
-// exactly the decisions of that model (see docs/explanation/decisions.md).
+// exactly the decisions of that model (see docs/decisions.md).
 //
 // Decisions never wait on the network except for a counter's first decision
 // (a cold counter is hydrated from the regional origin), a periodic refresh of

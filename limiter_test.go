@@ -51,7 +51,7 @@ func req(id string, limit, cost int64, d time.Duration, t time.Time) sluice.Requ
 }
 
 // TestSeedExamples pins worked examples of the decision rule of
-// docs/explanation/decisions.md as sequences of requests on a fresh limiter.
+// docs/decisions.md as sequences of requests on a fresh limiter.
 func TestSeedExamples(t *testing.T) {
 	type step struct {
 		r    sluice.Request

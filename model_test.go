@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// model is the reference model of docs/explanation/decisions.md ("The rule"),
+// model is the reference model of docs/decisions.md ("The rule"),
 // written independently of the engine: a plain map of fixed cells,
 // big-integer arithmetic, and the rules spelled out literally. The property
 // tests compare the engine to it.

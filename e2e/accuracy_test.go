@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// slidingModel is the single-node reference of docs/explanation/decisions.md,
+// slidingModel is the single-node reference of docs/decisions.md,
 // written independently of the engine: fixed cells per identifier, and the
 // previous cell weighted by floor(prev * (d - elapsed) / d) with a 128-bit
 // product.

@@ -153,7 +153,7 @@ func (c *cellCollector) total(ws, ns, prefix string) (sum int64) {
 
 // cellIdentity decodes the workspace, namespace and identifier of a cell
 // key (sl2:{tag}:<len>:<ws>:<len>:<ns>:<len>:<id>:…, see
-// docs/explanation/regional-origins.md).
+// docs/regional-origins.md).
 func cellIdentity(key string) (ws, ns, id string, ok bool) {
 	_, rest, ok := strings.Cut(key, "}:")
 	if !ok {

@@ -469,7 +469,7 @@ func TestCitesOutside(t *testing.T) {
 	for _, tc := range []struct {
 		name, text, want string
 	}{
-		{"a page of the repository", "see ../explanation/capacity.md and README.md", ""},
+		{"a page of the repository", "see ../capacity.md and README.md", ""},
 		{"the root, climbed to", "see ../../README.md", ""},
 		{"above the root", "see ../../../elsewhere/notes", "../../../elsewhere"},
 		{"a Markdown file nowhere in the repository", "as PLAN.md says", "PLAN.md"},

@@ -49,7 +49,7 @@ const (
 // took and, every 10 s and at the end, the node's heap, the cells it holds, its
 // global rounds and the cells they pulled, and what MariaDB read and Redis ran,
 // then the heap live after a collection, and fails if that passes the 250 MB of
-// docs/explanation/capacity.md's target or the node did not pull every cell of
+// docs/capacity.md's target or the node did not pull every cell of
 // the table.
 //
 // It takes about five minutes and fills ~2.6 million rows, so it runs

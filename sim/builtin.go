@@ -146,7 +146,7 @@ func clusterScenarios() []Scenario {
 }
 
 // Deployments returns the built-in scenarios of whole deployments, run for what
-// they cost (docs/explanation/capacity.md) rather than for the accuracy report:
+// they cost (docs/capacity.md) rather than for the accuracy report:
 // they are not part of Builtin, and take minutes each. Each call returns
 // fresh values.
 func Deployments() []Scenario {

@@ -97,7 +97,7 @@ type RedisSplit struct {
 const cellHeapBytes = 230
 
 // The Redis origin's commands, as INFO commandstats counts them (see
-// docs/explanation/regional-origins.md; origin/redis's TestCommandsPerCall pins
+// docs/regional-origins.md; origin/redis's TestCommandsPerCall pins
 // them): a load is two HMGETs; a replay one EVALSHA per 256 cells, whose script
 // runs HMGET and HSET for each cell it raises, and PEXPIRE for a new one; a
 // decision one EVALSHA whose script runs two HMGETs, and HSET when it writes

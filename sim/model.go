@@ -3,7 +3,7 @@ package sim
 import "github.com/sluicehq/sluice/internal/window"
 
 // model is the exact single-node reference: the decision rule of
-// docs/explanation/decisions.md ("The rule") applied to the merged stream of
+// docs/decisions.md ("The rule") applied to the merged stream of
 // requests in time order, on integers (the previous cell is weighted with a
 // 128-bit product by internal/window). It holds every cell it counts, those
 // of a run's windows: identity id's cell of sequence first+w at

@@ -64,7 +64,7 @@ func (r Report) WriteSummary(w io.Writer) error {
 func (r Report) WriteMarkdown(w io.Writer) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Simulated accuracy (seed %d)\n\n", r.Seed)
-	b.WriteString("Written by `sluice sim` ([docs/explanation/simulator.md](../explanation/simulator.md) explains the simulation and every figure). ")
+	b.WriteString("Written by `sluice sim` ([docs/simulator.md](../simulator.md) explains the simulation and every figure). ")
 	b.WriteString("Over-admission is what the deployment admitted above the exact single-node model, ")
 	b.WriteString("per identifier and fixed window, as a share of what the model admitted.\n\n")
 	if err := r.WriteSummary(&b); err != nil {

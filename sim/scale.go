@@ -22,7 +22,7 @@ type ScaleSeries struct {
 // allowed 10 requests per 10 s and sent 1 per second on average (load 1:
 // 100,000 requests per second in all), one window, a global round every
 // second. The window is short so that a run fits the simulator's bound
-// on requests; docs/explanation/capacity.md says what that changes.
+// on requests; docs/capacity.md says what that changes.
 func scaleBase() Scenario {
 	return Scenario{
 		Regions: 2, Nodes: 4, Limit: 10, Window: 10 * time.Second, Windows: 1, Load: 1,

@@ -84,7 +84,7 @@ func TestScaleStudyShape(t *testing.T) {
 }
 
 // TestScale1MIsTheTargetDeployment checks the built-in scale-1m against the
-// deployment docs/explanation/capacity.md sizes, at its full size: 10
+// deployment docs/capacity.md sizes, at its full size: 10
 // regions of 20 nodes, a million Zipf 1.1 identities at one request per
 // second each, 60 a minute allowed, a round a second, within the
 // simulator's bound, found by name, outside the accuracy report, and held

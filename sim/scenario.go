@@ -10,7 +10,7 @@
 // and the global layer (a round every global interval) itself, in
 // a fixed order, so that a run is a deterministic function of its scenario
 // and seed. The same requests, merged in time order, go through an exact
-// sliding-window model (the decision rule of docs/explanation/decisions.md on
+// sliding-window model (the decision rule of docs/decisions.md on
 // integers); [Result] compares the two.
 //
 // A region's nodes converge either through a shared store (origin/memory,

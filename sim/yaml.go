@@ -15,7 +15,7 @@ import (
 )
 
 // LoadFile reads one scenario from a YAML file (schema:
-// docs/explanation/simulator.md). Every error names the file, and, for an error
+// docs/simulator.md). Every error names the file, and, for an error
 // about a field, its line and name.
 func LoadFile(path string) (Scenario, error) {
 	data, err := os.ReadFile(path)

@@ -132,7 +132,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 // TestCapacityScenarioFiles loads every scenario file
-// docs/explanation/capacity.md runs: each is valid, within the simulator's
+// docs/capacity.md runs: each is valid, within the simulator's
 // bound, and named after its file.
 func TestCapacityScenarioFiles(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "docs", "capacity", "*.yaml"))

@@ -262,7 +262,7 @@ func (c *Cache) EnsureNamespace(ctx context.Context, workspace, idOrName string)
 // the exact one if any, else the most specific matching pattern (see
 // [MoreSpecific]). Its cost grows with the identifier's length, not with the
 // patterns that lack one of the identifier's pieces (literal prefix, suffix
-// or run); see docs/explanation/architecture.md.
+// or run); see docs/architecture.md.
 func (c *Cache) Match(namespaceID, identifier string) (Override, bool) {
 	return c.index(namespaceID).lookup(identifier)
 }

@@ -54,7 +54,7 @@ func browser(t *testing.T, exe string) context.Context {
 // created, edited and deleted from the page, checked through the API; and
 // the message of a link to an unknown namespace or a malformed one.
 // SLUICE_CONSOLE_SCREENSHOT=path also writes the screenshot there
-// (docs/explanation/analytics-console.png).
+// (docs/analytics-console.png).
 func TestConsoleInBrowser(t *testing.T) {
 	exe := chromium(t)
 	s := startSluice(t)

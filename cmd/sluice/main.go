@@ -2,7 +2,7 @@
 //
 //	sluice serve     run the HTTP API (Unkey v2 compatible)
 //	sluice hash-key  print the SHA-256 of a root key read from standard input
-//	sluice sim       simulate deployments in virtual time (docs/explanation/simulator.md)
+//	sluice sim       simulate deployments in virtual time (docs/simulator.md)
 //	sluice check     validate a configuration without serving
 //	sluice version   print the version, commit, build date and Go version
 //
@@ -27,7 +27,7 @@ type cli struct {
 	Config  kong.ConfigFlag `help:"YAML file of flag values (keys are flag names, e.g. http-addr)." type:"existingfile" env:"SLUICE_CONFIG"`
 	Serve   serveCmd        `cmd:"" help:"Run the HTTP API server."`
 	HashKey hashKeyCmd      `cmd:"" name:"hash-key" help:"Print the SHA-256 of a root key read from standard input, for --root-key-sha256."`
-	Sim     simCmd          `cmd:"" help:"Simulate deployments in virtual time and compare them with the exact model (docs/explanation/simulator.md)."`
+	Sim     simCmd          `cmd:"" help:"Simulate deployments in virtual time and compare them with the exact model (docs/simulator.md)."`
 	Check   checkCmd        `cmd:"" help:"Validate a configuration (the flags of serve, --config, --rls-config and the files they name) without serving; exit status 1 when it has problems."`
 	Version versionCmd      `cmd:"" help:"Print the version, commit, build date and Go version, and exit."`
 }

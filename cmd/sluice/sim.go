@@ -26,17 +26,17 @@ const simGCPercent = 50
 
 // simCmd is `sluice sim`: it runs scenarios through the real engine in
 // virtual time and reports how far the distributed deployment strays from
-// the exact single-node model (docs/explanation/simulator.md).
+// the exact single-node model (docs/simulator.md).
 type simCmd struct {
 	Scenarios []string `arg:"" optional:"" name:"scenario" help:"Built-in scenario names (see --list) or YAML scenario files."`
 	List      bool     `help:"List the built-in scenarios and exit."`
 	All       bool     `help:"Run every built-in scenario (before any named ones)."`
-	Scale     bool     `help:"Run the scale study (docs/explanation/capacity.md): from one base point, identities, nodes, regions and load each varied; prints its tables (with --out, also writes scale.md and results.json there)."`
+	Scale     bool     `help:"Run the scale study (docs/capacity.md): from one base point, identities, nodes, regions and load each varied; prints its tables (with --out, also writes scale.md and results.json there)."`
 	Seed      uint64   `default:"1" help:"Seed of the random source: one seed gives the same figures and files, byte for byte."`
 	Out       string   `type:"path" placeholder:"DIR" help:"Write report.md, NAME.svg per scenario and results.json into DIR."`
 	JSON      bool     `name:"json" help:"Print results.json to standard output instead of the summary."`
 
-	Trace          string        `placeholder:"FILE" help:"Replay a request log (CSV with a header row, or JSON lines; docs/explanation/simulator.md) through --regions × --nodes at --limit per --duration, against the exact model."`
+	Trace          string        `placeholder:"FILE" help:"Replay a request log (CSV with a header row, or JSON lines; docs/simulator.md) through --regions × --nodes at --limit per --duration, against the exact model."`
 	Regions        int           `default:"1" help:"With --trace: the number of regions."`
 	Nodes          int           `default:"3" help:"With --trace: the nodes of each region."`
 	Origin         string        `default:"shared" enum:"shared,cluster" help:"With --trace: how the nodes of a region converge: shared (one store per region, as Redis) or cluster (cluster mode, no shared store)."`
@@ -49,7 +49,7 @@ type simCmd struct {
 
 // Help is kong's long help of the command.
 func (simCmd) Help() string {
-	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed. A scenario of the accuracy report (--all) takes well under a second; scale-1m, a whole deployment at full size run for its costs (docs/explanation/capacity.md), about 8 minutes and 12 GB on two cores. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
+	return `Every simulated node is a real limiter; the regions' origins (Redis, or cluster mode's peer network) and the global store (MySQL) are in-process stand-ins behind the same interfaces, and time is virtual, so a run is deterministic for a seed. A scenario of the accuracy report (--all) takes well under a second; scale-1m, a whole deployment at full size run for its costs (docs/capacity.md), about 8 minutes and 12 GB on two cores. A scenario that leaves its band of over-admission makes the command exit with status 1, after writing its output.
 
   sluice sim --list
   sluice sim region-10x spread-8-regions
@@ -59,7 +59,7 @@ func (simCmd) Help() string {
   sluice sim --trace access.csv --regions 2 --nodes 3 --limit 100 --duration 1m
   sluice sim --trace access.csv --origin cluster --nodes 5 --limit 100 --duration 1m
 
-The YAML schema of scenario files and every figure are described in docs/explanation/simulator.md.`
+The YAML schema of scenario files and every figure are described in docs/simulator.md.`
 }
 
 // Run runs the chosen scenarios and writes the summary (or results.json)

@@ -19,7 +19,7 @@ import (
 // batches table is append-only; a cell's entry of a region is the highest
 // count any row of that region carries for it (the G-Counter's max), so a
 // later row supersedes the cells it repeats and nothing is ever updated in
-// place. See docs/explanation/global-layer.md.
+// place. See docs/global-mysql.md.
 //
 // The payload is a version byte (batchFormat), the number of cells (a
 // uvarint), then the cells in the order of compareCells, each:

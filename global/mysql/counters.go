@@ -180,7 +180,7 @@ func (s *Store) Announce(ctx context.Context, region string, now int64) error {
 // instead the newest change of any row the replica shows, its witness:
 // the cursor it returns is the witness minus the overlap, never before the
 // cursor passed in, so that no row the replica has yet to show is passed
-// (see Config.ReadDSN and docs/explanation/read-replicas.md).
+// (see Config.ReadDSN and docs/read-replicas.md).
 //
 // From a cursor that is not recent (see pullStatement), it reads only the
 // oldest rows written after it, Config.PageRows cells' worth (a page, see

@@ -17,7 +17,7 @@
 //
 // The schema is created and migrated by [New] from embedded, versioned
 // migrations, under a named lock so that many nodes may start at once.
-// docs/explanation/global-layer.md describes the schema and the queries.
+// docs/global-mysql.md describes the schema and the queries.
 package mysql
 
 import (

@@ -29,7 +29,7 @@
 // node remembers the last totals it saw per cell and seeds the new owner of
 // every cell that moved with them; the new owner keeps the highest seed, so
 // it starts from the best view any surviving node had rather than from zero.
-// See docs/explanation/cluster-mode.md for the accuracy cost.
+// See docs/cluster-mode.md for the accuracy cost.
 //
 // The Origin is also an [origin.Region]: the region's lease and queue of
 // nominations live at the owner of one fixed key, so one node of the

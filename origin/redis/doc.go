@@ -44,5 +44,5 @@
 // [Observer] (each master's to a [MasterObserver]); [Origin.BreakerState]
 // and [Origin.BreakerStates] report them.
 //
-// See docs/explanation/regional-origins.md for the full description.
+// See docs/regional-origins.md for the full description.
 package redis
