@@ -174,6 +174,7 @@ func TestRegionFaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on a Redis and a proxy of its own; most of its time waits on the fault and the replays
 			server := testenv.StartRedis(t)
 			proxy := testenv.NewProxy(t, server.Addr)
 			node := newRegionNode(t, proxy.Addr(), sluice.Config{OriginTimeout: readTimeout, ReplayTimeout: readTimeout})

@@ -70,7 +70,7 @@ import (
 //
 // The seed (logged; SLUICE_CHAOS_SEED repeats a run) draws the faults, the
 // request schedule and the balancing. SLUICE_CHAOS_DURATION sets the length
-// of the load (default one round, 60 s; `make chaos` runs 5 minutes).
+// of the load (default one round, 45 s; `make chaos` runs 5 minutes).
 // docs/benchmarks/consistency.md records the figures.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
@@ -112,7 +112,7 @@ const (
 	chaosPatientPrefix = "user-"
 	// chaosMixed and chaosKill are the load of one round's phases, whole
 	// windows.
-	chaosMixed = 40 * time.Second
+	chaosMixed = 25 * time.Second
 	chaosKill  = 20 * time.Second
 )
 
