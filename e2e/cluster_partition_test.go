@@ -146,7 +146,7 @@ func startInNetns(t *testing.T, ns netns, host string, httpPort, adminPort int, 
 // is back the three agree on three members and a whole window admits what
 // the reference model admits.
 func TestClusterPartition(t *testing.T) {
-	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
+	t.Parallel() // with the other cluster tests (make test: three at a time): their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("30 s of load")
 	}

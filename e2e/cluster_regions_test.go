@@ -17,7 +17,7 @@ func TestClusterRegionsLeadOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("six processes in two clusters")
 	}
-	t.Parallel() // two cluster tests at a time: their time is mostly waiting
+	t.Parallel() // with the other cluster tests (make test: three at a time): their time is mostly waiting
 	const (
 		limit    = 100
 		d        = 10 * time.Minute

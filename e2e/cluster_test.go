@@ -243,7 +243,7 @@ func nextCell(d time.Duration) time.Time {
 // random node. The total admitted must be within ±2% (3 nodes) or ±5% (5
 // nodes) of the single-node reference model on the merged stream.
 func TestClusterAccuracy(t *testing.T) {
-	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
+	t.Parallel() // with the other cluster tests (make test: three at a time): their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("15 s of load per cluster size")
 	}
@@ -347,7 +347,7 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 // detection time, admit at most 7.5% more than the reference model until
 // then, and what it admits within a window after that.
 func TestClusterKillNode(t *testing.T) {
-	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
+	t.Parallel() // with the other cluster tests (make test: three at a time): their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("25 s of load")
 	}
@@ -532,7 +532,7 @@ func TestClusterGracefulLeave(t *testing.T) {
 // members again after it resumes, and a whole window after that admits what
 // the reference model admits.
 func TestClusterHungNode(t *testing.T) {
-	t.Parallel() // two cluster tests at a time: their time is mostly waiting on windows
+	t.Parallel() // with the other cluster tests (make test: three at a time): their time is mostly waiting on windows
 	if testing.Short() {
 		t.Skip("35 s of load")
 	}
