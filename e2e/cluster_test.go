@@ -40,8 +40,8 @@ func (n *clusterNode) metricsURL() string {
 }
 
 // handedOut holds the gossip ports gossipPorts returned in this process:
-// the cluster tests run two at a time (t.Parallel), and a port one of them
-// checked free must not go to the other before its node binds it.
+// the cluster tests run several at a time (t.Parallel), and a port one of them
+// checked free must not go to another before its node binds it.
 var handedOut struct {
 	sync.Mutex
 	ports map[int]bool
@@ -374,7 +374,8 @@ func TestClusterKillNode(t *testing.T) {
 		converged = timeToAgree(survivors, 2, 20*time.Second)
 	}()
 	out := clusterLoad(func(due time.Time) []*clusterNode {
-		if due.Before(killAt.Add(-100 * time.Millisecond)) {
+		// A second's margin before the kill, as in TestClusterHungNode.
+		if due.Before(killAt.Add(-time.Second)) {
 			return nodes
 		}
 		return survivors
@@ -382,7 +383,7 @@ func TestClusterKillNode(t *testing.T) {
 	<-convergedDone
 	var onSurvivors []string
 	for _, f := range out.failures {
-		if !strings.HasPrefix(f, victim.gossip) {
+		if !strings.HasPrefix(f, victim.URL) { // a failure starts with its node's URL
 			onSurvivors = append(onSurvivors, f)
 		}
 	}
