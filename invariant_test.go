@@ -334,12 +334,13 @@ func (w *withdrawCounter) Withdraw(ctx context.Context, c origin.Cell, holder or
 // for release, once it has said so on reached.
 type withdrawGate struct {
 	*memory.Store
+	once             sync.Once
 	reached, release chan struct{}
 }
 
 // Withdraw implements origin.Origin.
 func (g *withdrawGate) Withdraw(ctx context.Context, c origin.Cell, holder origin.Writer) error {
-	close(g.reached)
+	g.once.Do(func() { close(g.reached) })
 	<-g.release
 	return g.Store.Withdraw(ctx, c, holder)
 }
