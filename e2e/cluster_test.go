@@ -342,6 +342,12 @@ func TestClusterBroadcastOnExceed(t *testing.T) {
 	}
 }
 
+// faultMargin is how long before a node is killed or stopped the load of
+// TestClusterKillNode and TestClusterHungNode stops sending to it: a
+// request sent late to it on a loaded machine would fail with the kill or
+// wait out the hang.
+const faultMargin = time.Second
+
 // TestClusterKillNode SIGKILLs one of three nodes under load: the
 // survivors answer every request, agree on two members within the failure
 // detection time, admit at most 7.5% more than the reference model until
@@ -374,8 +380,7 @@ func TestClusterKillNode(t *testing.T) {
 		converged = timeToAgree(survivors, 2, 20*time.Second)
 	}()
 	out := clusterLoad(func(due time.Time) []*clusterNode {
-		// A second's margin before the kill, as in TestClusterHungNode.
-		if due.Before(killAt.Add(-time.Second)) {
+		if due.Before(killAt.Add(-faultMargin)) {
 			return nodes
 		}
 		return survivors
@@ -564,9 +569,7 @@ func TestClusterHungNode(t *testing.T) {
 		healed <- timeToAgree(nodes, 3, 20*time.Second)
 	}()
 	out := clusterLoad(func(due time.Time) []*clusterNode {
-		// A second's margin before the stop: a request sent late to the
-		// node about to hang, on a loaded machine, would wait out the hang.
-		if due.After(stopAt.Add(-time.Second)) && due.Before(contAt.Add(time.Second)) {
+		if due.After(stopAt.Add(-faultMargin)) && due.Before(contAt.Add(time.Second)) {
 			return others
 		}
 		return nodes
