@@ -96,7 +96,7 @@ func TestBatchHydratesInOneCall(t *testing.T) {
 			for _, id := range []string{"a", "b", "c"} {
 				seq := now.UnixMilli() / time.Hour.Milliseconds()
 				cell := origin.Cell{Key: origin.Key{Namespace: "ns", Identifier: id, Duration: time.Hour}, Sequence: seq}
-				if _, err := o.Store.Apply(context.Background(), []origin.Delta{{Cell: cell, Writer: 1, Sent: 5}}); err != nil {
+				if _, err := o.Apply(context.Background(), []origin.Delta{{Cell: cell, Writer: 1, Sent: 5}}); err != nil {
 					t.Fatal(err)
 				}
 			}

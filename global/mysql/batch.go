@@ -99,7 +99,8 @@ func encodeBatch(counts []global.Count) batch {
 				flagIf(c.Namespace != prev.Namespace, flagNamespace) |
 				flagIf(c.Duration != prev.Duration, flagDuration)
 		}
-		p := append(b.payload, flags)
+		p := b.payload
+		p = append(p, flags)
 		if flags&flagWorkspace != 0 {
 			p = appendString(p, c.Workspace)
 		}

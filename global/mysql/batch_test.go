@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,30 @@ func TestBatchSize(t *testing.T) {
 	b := encodeBatch(counts)
 	if per := float64(len(b.payload)) / 500; per > 8 {
 		t.Fatalf("%.1f bytes a cell, want at most 8 for 11-byte identifiers sharing 8", per)
+	}
+}
+
+// TestBatchWorstRowFitsAStatement: a row of MaxChunkRows cells whose
+// fields all differ and are MaxFieldBytes long, with the largest integers,
+// stays within maxCellBytes a cell, and such a row fits one statement's
+// payload (maxStatementPayload).
+func TestBatchWorstRowFitsAStatement(t *testing.T) {
+	field := func(c byte, i int) string {
+		return fmt.Sprintf("%06d", i) + strings.Repeat(string(c), MaxFieldBytes-6)
+	}
+	counts := make([]global.Count, MaxChunkRows)
+	for i := range counts {
+		c := origin.Cell{Key: origin.Key{Workspace: field('w', i), Namespace: field('n', i), Identifier: field('i', i),
+			Duration: time.Duration(math.MaxInt64/int64(time.Millisecond)-int64(i)) * time.Millisecond},
+			Sequence: math.MinInt64 / 2 * int64(1-2*(i%2))}
+		counts[i] = global.Count{Cell: c, Count: math.MaxInt64, ExpiresAt: math.MaxInt64}
+	}
+	b := encodeBatch(counts)
+	if per := len(b.payload) / MaxChunkRows; per > maxCellBytes {
+		t.Fatalf("%d bytes a cell, more than maxCellBytes (%d)", per, maxCellBytes)
+	}
+	if MaxChunkRows*maxCellBytes > maxStatementPayload {
+		t.Fatalf("a row may take %d bytes, more than a statement's payload (%d)", MaxChunkRows*maxCellBytes, maxStatementPayload)
 	}
 }
 

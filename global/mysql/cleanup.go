@@ -41,7 +41,7 @@ func (s *Store) Cleanup(ctx context.Context, now int64, batch int) (int, error) 
 			err = errors.Join(err, releaseLock(conn, s.cleanup))
 		}()
 		for _, q := range []string{s.q.deleteBatches, s.q.deleteDenials, s.q.deleteLegacy} {
-			if err := deleteExpired(ctx, t, conn, q, now, batch); err != nil && !(q == s.q.deleteLegacy && tableMissing(err)) {
+			if err := deleteExpired(ctx, t, conn, q, now, batch); err != nil && (q != s.q.deleteLegacy || !tableMissing(err)) {
 				return err
 			}
 		}

@@ -511,7 +511,7 @@ func TestPullPages(t *testing.T) {
 	}
 	for c, n := range want {
 		if got[c] != n {
-			t.Errorf("%s: read %d, want %d", c.Key.Identifier, got[c], n)
+			t.Errorf("%s: read %d, want %d", c.Identifier, got[c], n)
 		}
 	}
 }

@@ -49,13 +49,13 @@ const scanLimit = 16
 type Age uint8
 
 const (
-	// Dead: no read can see the entry any more. Evicting it costs nothing,
+	// Dead means no read can see the entry any more. Evicting it costs nothing,
 	// and Sweep removes it.
 	Dead Age = iota
-	// Over: the entry's window is over. Reads weigh it less than a
+	// Over means the entry's window is over. Reads weigh it less than a
 	// current one, or not at all.
 	Over
-	// Current: reads count the entry in full.
+	// Current means reads count the entry in full.
 	Current
 )
 

@@ -59,7 +59,8 @@ func (s *Store) Nominate(ctx context.Context, ns []origin.Nomination) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := append(s.region.queue, ns...)
+	q := s.region.queue
+	q = append(q, ns...)
 	if over := len(q) - MaxNominations; over > 0 {
 		q = append(q[:0], q[over:]...)
 	}

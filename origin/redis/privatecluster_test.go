@@ -189,18 +189,6 @@ func (pc *privateCluster) client() *goredis.ClusterClient {
 	return cc
 }
 
-// index returns the index of the node at addr.
-func (pc *privateCluster) index(addr string) int {
-	pc.t.Helper()
-	for i, a := range pc.addrs {
-		if a == addr {
-			return i
-		}
-	}
-	pc.t.Fatalf("%s is not a node of the private cluster %v", addr, pc.addrs)
-	return -1
-}
-
 // freeze stops node i (SIGSTOP): the kernel still accepts its connections,
 // nothing answers. It returns the function that thaws it (SIGCONT), which
 // also runs when the test ends.

@@ -322,23 +322,6 @@ func parseCounts(cmd *goredis.SliceCmd) (total, imported int64, err error) {
 	return out[0], out[1], nil
 }
 
-// parseCount converts the reply of one HGET: a missing key or field is
-// zero.
-func parseCount(cmd *goredis.StringCmd) (int64, error) {
-	v, err := cmd.Result()
-	switch {
-	case errors.Is(err, goredis.Nil):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %q", ErrBadValue, truncate(v, 32))
-	}
-	return n, nil
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

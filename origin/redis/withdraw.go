@@ -37,7 +37,7 @@ return 1
 // [origin.Origin]).
 func (o *Origin) Withdraw(ctx context.Context, c origin.Cell, w origin.Writer) error {
 	keys := []string{CellKey(c)}
-	args := []any{writerField(w), origin.Withdrawn, o.ttl(c.Key.Duration)}
+	args := []any{writerField(w), origin.Withdrawn, o.ttl(c.Duration)}
 	return o.do(ctx, OpApply, o.shards.route(ctx, keys[0]), 1, func(ctx context.Context) error {
 		if err := runScript(ctx, o.client, withdrawScript, keys, args).Err(); err != nil {
 			if classify(err) == OutcomeError {

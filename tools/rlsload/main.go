@@ -54,6 +54,9 @@ func main() {
 	pid := flag.Int("pid", 0, "server process whose CPU per call to report (0: none)")
 	redisPid := flag.Int("redis-pid", 0, "Redis process whose CPU per call to report (0: none)")
 	flag.Parse()
+	if *proto != "rls" && *proto != "gubernator" {
+		log.Fatalf("-proto %q: want rls or gubernator", *proto)
+	}
 
 	ccs := make([]*grpc.ClientConn, *conns)
 	for i := range ccs {
@@ -68,10 +71,8 @@ func main() {
 	switch *proto {
 	case "rls":
 		call = rlsCaller(ccs, *domain, *key, *descriptors, *ids)
-	case "gubernator":
+	default: // gubernator: the flag was checked above
 		call = gubernatorCaller(ccs, *domain, *key, *descriptors, *ids, *limit, *window)
-	default:
-		log.Fatalf("-proto %q: want rls or gubernator", *proto)
 	}
 	cpu0, redis0 := cpuTicks(*pid), cpuTicks(*redisPid)
 	calls, passed, failures := run(call, *inflight, *dur)
