@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/global"
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/origin"
 )
 
@@ -50,6 +51,9 @@ func (l *Limiter) lead(ctx context.Context, now int64, st *GlobalStats) {
 		l.cfg.Logger.Info("sluice: this node runs its region's global rounds", "region", l.cfg.Region, "fence", lease.Fence)
 	case lease.Held && lease.Fence != g.lease.Fence:
 		g.lead.cursor, g.lead.denialCursor = global.Cursor(lease.Cursors.Counts), global.Cursor(lease.Cursors.Denials)
+		for _, c := range g.lead.imported {
+			c.known = false // another holder may have imported since
+		}
 		l.cfg.Logger.Info("sluice: this node runs its region's global rounds again", "region", l.cfg.Region, "fence", lease.Fence)
 	case !lease.Held && g.lead.counts != nil:
 		l.handBack(ctx, st)
@@ -202,17 +206,33 @@ func (l *Limiter) pull(ctx context.Context, both global.PullerWithDenials, now i
 	if local, ok := g.region.(*localRegion); ok {
 		local.floor(p.Entries, now)
 	}
-	if err := g.region.Import(ctx, imports); err != nil {
+	stored, err := l.importInto(ctx, imports)
+	if err != nil {
+		g.lead.unknown(imports)
 		st.fail(err)
 		return denials // the cursor stays: the next pull reads them again
 	}
-	g.lead.remember(imports, now)
+	g.lead.remember(imports, stored, now)
 	if _, local := g.region.(*localRegion); !local {
 		l.raiseHeldImported(imports)
 	}
 	g.lead.cursor, g.lead.denialCursor, g.regions = p.Next, denialCursor, max(p.Regions, 1)
 	st.Pulled = len(p.Entries)
 	return denials
+}
+
+// importInto imports imports into the regional origin. Through an
+// origin.StoredImporter, it imports as this node's lease holder, those of
+// the cells the leader knows as known imports (see leaderState.asKnown),
+// and returns what the origin stores of the others; else Stored is nil.
+func (l *Limiter) importInto(ctx context.Context, imports []origin.Import) ([]origin.Stored, error) {
+	g := &l.global
+	si, ok := g.region.(origin.StoredImporter)
+	if !ok {
+		return nil, g.region.Import(ctx, imports)
+	}
+	g.lead.asKnown(imports)
+	return si.ImportStored(ctx, g.holder, imports)
 }
 
 // importMemory is how long a leader remembers an entry it imported and has
@@ -251,25 +271,86 @@ func (s *leaderState) heapBytes() int64 {
 		int64(len(s.written)+len(s.counts))*countHeapBytes
 }
 
-// remember records the entries of imports, imported at now: each cell's
-// entries in one importedCell, each region's name held once.
-func (s *leaderState) remember(imports []origin.Import, now int64) {
-	for _, im := range imports {
+// remember records the entries of imports, imported at now, and what
+// stored (nil, or one per import) says the origin holds of their cells:
+// each cell's entries in one importedCell, each region's name held once.
+// A cell whose stored entries the leader now holds every one of (their sum
+// is the stored sum) becomes known; a known import keeps its cell known;
+// any other import leaves it unknown.
+func (s *leaderState) remember(imports []origin.Import, stored []origin.Stored, now int64) {
+	for i, im := range imports {
 		c := s.imported[im.Cell]
 		if c == nil {
 			c = &importedCell{entries: make([]importedEntry, 0, len(im.Counts))}
 			s.imported[im.Cell] = c
 		}
 		c.seen = now
+		s.raise(c, im.Counts)
+		switch {
+		case im.Known:
+			c.imported = im.Imported
+		case stored != nil && stored[i].Read:
+			s.raise(c, stored[i].Counts)
+			c.imported, c.known = stored[i].Imported, stored[i].Sum == c.sum()
+		default:
+			c.known = false
+		}
+	}
+}
+
+// raise raises c's entries to counts, holding each region's name once.
+func (s *leaderState) raise(c *importedCell, counts []origin.RegionCount) {
+	for _, rc := range counts {
+		name, ok := s.regions[rc.Region]
+		if !ok {
+			name = strings.Clone(rc.Region)
+			s.regions[name] = name
+		}
+		if c.raise(name, rc.Count) {
+			s.entries++
+		}
+	}
+}
+
+// asKnown turns each import of imports whose cell the leader knows into a
+// known import (origin.Import.Known): every region's entry of the cell the
+// origin will store after it (the leader's, raised to the import's), and
+// the imported count, the higher of the cell's and their sum. An import
+// of a denial's usage stays as it is.
+func (s *leaderState) asKnown(imports []origin.Import) {
+	for i := range imports {
+		im := &imports[i]
+		c := s.imported[im.Cell]
+		if c == nil || !c.known || im.Usage != 0 {
+			continue
+		}
+		all := make([]origin.RegionCount, 0, len(c.entries)+len(im.Counts))
+		for _, e := range c.entries {
+			all = append(all, origin.RegionCount{Region: e.region, Count: e.count})
+		}
+		var sum int64
 		for _, rc := range im.Counts {
-			name, ok := s.regions[rc.Region]
-			if !ok {
-				name = strings.Clone(rc.Region)
-				s.regions[name] = name
+			j := slices.IndexFunc(all, func(x origin.RegionCount) bool { return x.Region == rc.Region })
+			if j < 0 {
+				all = append(all, rc)
+			} else {
+				all[j].Count = max(all[j].Count, rc.Count)
 			}
-			if c.raise(name, rc.Count) {
-				s.entries++
-			}
+		}
+		for _, rc := range all {
+			sum = window.Add(sum, rc.Count)
+		}
+		im.Counts, im.Known, im.Imported = all, true, max(c.imported, sum)
+	}
+}
+
+// unknown forgets that the leader knows the cells of imports: an import
+// that failed may have written some of them, and a denial's import raises
+// their imported count by what the origin computes.
+func (s *leaderState) unknown(imports []origin.Import) {
+	for _, im := range imports {
+		if c := s.imported[im.Cell]; c != nil {
+			c.known = false
 		}
 	}
 }
@@ -417,7 +498,9 @@ func (l *Limiter) importDenials(ctx context.Context, now int64, ds []global.Deni
 	if len(imports) == 0 {
 		return
 	}
-	if err := g.region.Import(ctx, imports); err != nil {
+	err := g.region.Import(ctx, imports)
+	g.lead.unknown(imports)
+	if err != nil {
 		st.fail(err)
 		return
 	}
@@ -465,7 +548,7 @@ func (l *Limiter) writeDenials(ctx context.Context, now int64, read []global.Den
 // region's entry of it; countHeapBytes is what a cell of its counts taken
 // or written takes. TestLeaderHeapBytes measures them.
 const (
-	importedCellHeapBytes  = 130
+	importedCellHeapBytes  = 146
 	importedEntryHeapBytes = 45
 	countHeapBytes         = 120
 )

@@ -134,6 +134,12 @@ type globalState struct {
 type importedCell struct {
 	seen    int64 // Unix ms of the pull that last read one of its entries
 	entries []importedEntry
+	// known reports that the entries are every other region's entry the
+	// regional origin stores of the cell and imported its imported count:
+	// the leader read them there (origin.Stored) and only it has written
+	// them since, so it may write them without reading (origin.Import.Known).
+	known    bool
+	imported int64
 }
 
 // importedEntry is one region's highest count imported of a cell.

@@ -2,6 +2,7 @@ package origin
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -116,6 +117,50 @@ type Import struct {
 	// did not): the region's own count is part of it, so the import raises
 	// the cell's usage to it, not by it.
 	Usage int64
+	// Known, for [StoredImporter.ImportStored], reports that the leader
+	// knows what the origin stores of the cell: Counts holds every other
+	// region's entry the origin stores after this import (not only those
+	// that rose) and Imported the cell's imported count after it, and no
+	// other holder has written the cell since the leader read it (see
+	// [Stored]). Usage is then 0. An origin may write a known import
+	// without reading the cell; one that reads it merges it like any
+	// other import, which stores the same.
+	Known    bool
+	Imported int64
+}
+
+// StoredImporter is a [Region] whose imports can skip reading a cell when
+// the leader knows what the origin stores of it ([Import.Known]).
+type StoredImporter interface {
+	Region
+	// ImportStored imports as [Region.Import] does, on behalf of holder,
+	// and returns for each import, in order, what the origin stores of its
+	// cell after it ([Stored]). It imports nothing, and fails with
+	// [ErrFenced], unless holder holds the region's lease when the origin
+	// writes: a leader that lost the lease cannot change what the new
+	// leader knows. An error leaves the cells of the call unknown to the
+	// caller (some may have been written).
+	ImportStored(ctx context.Context, holder string, imports []Import) ([]Stored, error)
+}
+
+// ErrFenced is returned by [StoredImporter.ImportStored] when the holder
+// named does not hold the region's lease.
+var ErrFenced = errors.New("origin: the importer does not hold the region's lease")
+
+// Stored is what an origin stores of an import's cell after
+// [StoredImporter.ImportStored], when it read the cell (Read): the entries
+// of the regions of the import's Counts, the sum of every region's entry
+// (Sum; entries of regions the import did not name are in it), and the
+// cell's imported count. A leader that holds every region's entry of the
+// cell (their sum is Sum) knows the cell until another holder writes it.
+// Read is false for a cell the origin wrote without reading (a known
+// import) and for an origin that cannot tell the caller what it stores
+// for sure (another holder could write the cell between two calls).
+type Stored struct {
+	Read     bool
+	Counts   []RegionCount
+	Sum      int64
+	Imported int64
 }
 
 // RegionCount is one region's published count of a cell.

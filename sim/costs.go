@@ -170,7 +170,9 @@ func (c *redisCosts) decide(ch origin.Check, wrote bool) {
 // the lease), RPUSH and LTRIM for nominations, LPOP for taking them, and
 // the import script: one call per scriptCells cells, whose script runs
 // HMGET and HSET for each cell (PEXPIRE too when it creates the cell's
-// key, which counts as a key written).
+// key, which counts as a key written). A leader's calls (ImportStored)
+// also check the lease (GET), and a cell it knows takes one HSET, with no
+// HMGET, in calls of the store script.
 const (
 	leadCommands       = 3
 	leadHeldCommands   = 6 // and PEXPIRE of the term once in three days and a half
@@ -178,12 +180,23 @@ const (
 	nominatedCommands  = 1
 	importCallCommands = 1
 	importCellCommands = 2
+	fenceCommands      = 1
+	knownCellCommands  = 1
 )
 
 // importCommands returns the commands of an import of n cells, their
 // keys' expiries aside.
 func importCommands(n int) int64 {
 	return importCallCommands*scriptCalls(n) + importCellCommands*int64(n)
+}
+
+// storedImportCommands returns the commands of a leader's import of read
+// cells it merges and known cells it writes without reading them, their
+// keys' expiries aside: each call of up to scriptCells cells of one kind
+// also checks the lease (GET), and a known cell costs its HSET alone.
+func storedImportCommands(read, known int) int64 {
+	calls := scriptCalls(read) + scriptCalls(known)
+	return (importCallCommands+fenceCommands)*calls + importCellCommands*int64(read) + knownCellCommands*int64(known)
 }
 
 // scriptCalls returns the script calls that n cells take, scriptCells a

@@ -137,6 +137,32 @@ func (f faultyRegion) Import(ctx context.Context, imports []origin.Import) error
 	return f.region.Import(ctx, imports)
 }
 
+// ImportStored implements [origin.StoredImporter], counted as the Redis
+// origin on one server runs it (storedImportCommands); over a region that
+// is not an origin.StoredImporter it imports as Import does and returns
+// no Stored.
+func (f faultyRegion) ImportStored(ctx context.Context, holder string, imports []origin.Import) ([]origin.Stored, error) {
+	si, ok := f.region.(origin.StoredImporter)
+	if !ok {
+		return nil, f.Import(ctx, imports)
+	}
+	if f.fail() {
+		return nil, origin.ErrUnavailable
+	}
+	var known int
+	for _, im := range imports {
+		if im.Known {
+			known++
+		}
+	}
+	n := storedImportCommands(len(imports)-known, known)
+	for _, im := range imports {
+		n += f.n.redis.expiry(im.Cell)
+	}
+	f.n.redis.region(n)
+	return si.ImportStored(ctx, holder, imports)
+}
+
 // gate holds a node's replay calls until the simulator lets them land: a
 // replay latency in virtual time.
 type gate struct {

@@ -80,6 +80,15 @@ func TestRegion(t *testing.T) {
 	origintest.Region(t, s, time.Second, func() { now = now.Add(time.Second) })
 }
 
+// TestStoredImports runs origintest's cases of origin.StoredImporter on a
+// Store whose clock the test moves, from the present (the cases' cells
+// are of the present minute).
+func TestStoredImports(t *testing.T) {
+	now := time.Now()
+	s := New(func() time.Time { return now })
+	origintest.StoredImports(t, s, true, time.Second, func() { now = now.Add(time.Second) })
+}
+
 // TestNominationsAreBounded fills a Store's queue past MaxNominations: the
 // oldest are dropped, the newest kept.
 func TestNominationsAreBounded(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // leader (see [origin.Region.Nominate]); past it the oldest are dropped.
 const MaxNominations = 1 << 20
 
-var _ origin.Region = (*Store)(nil)
+var _ origin.StoredImporter = (*Store)(nil)
 
 // region is the state of a Store's [origin.Region]: the lease and the
 // queue of nominations. It is guarded by the Store's lock.
@@ -94,23 +94,63 @@ func (s *Store) Import(ctx context.Context, imports []origin.Import) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, im := range imports {
-		e := s.liveLocked(im.Cell, now, im.Usage > 0 || slices.ContainsFunc(im.Counts, func(c origin.RegionCount) bool { return c.Count > 0 }))
-		if e == nil {
-			continue
-		}
-		for _, c := range im.Counts {
-			if c.Count > e.regions[c.Region] {
-				if e.regions == nil {
-					e.regions = make(map[string]int64)
-				}
-				e.regions[c.Region] = c.Count
-			}
-		}
-		var sum int64
-		for _, n := range e.regions {
-			sum += n
-		}
-		e.imported = max(e.imported, sum, im.Usage-e.count)
+		s.importLocked(im, now)
 	}
 	return nil
+}
+
+// ImportStored imports as Import does if holder holds the region's lease
+// by the Store's clock, and returns what the Store holds of each cell
+// after it (see [origin.StoredImporter]). A known import is merged like
+// any other; its Stored is not Read, as an origin that writes it without
+// reading returns none.
+func (s *Store) ImportStored(ctx context.Context, holder string, imports []origin.Import) ([]origin.Stored, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.clock().UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := &s.region; g.lease.Holder != holder || g.expiresAt <= now {
+		return nil, origin.ErrFenced
+	}
+	out := make([]origin.Stored, len(imports))
+	for i, im := range imports {
+		e := s.importLocked(im, now)
+		if e == nil || im.Known {
+			continue
+		}
+		st := origin.Stored{Read: true, Counts: make([]origin.RegionCount, len(im.Counts)), Imported: e.imported}
+		for j, c := range im.Counts {
+			st.Counts[j] = origin.RegionCount{Region: c.Region, Count: e.regions[c.Region]}
+		}
+		for _, n := range e.regions {
+			st.Sum += n
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// importLocked merges im into its cell and returns the cell's entry (nil
+// for a cell that expired, or that im would create with nothing).
+func (s *Store) importLocked(im origin.Import, now int64) *entry {
+	e := s.liveLocked(im.Cell, now, im.Usage > 0 || slices.ContainsFunc(im.Counts, func(c origin.RegionCount) bool { return c.Count > 0 }))
+	if e == nil {
+		return nil
+	}
+	for _, c := range im.Counts {
+		if c.Count > e.regions[c.Region] {
+			if e.regions == nil {
+				e.regions = make(map[string]int64)
+			}
+			e.regions[c.Region] = c.Count
+		}
+	}
+	var sum int64
+	for _, n := range e.regions {
+		sum += n
+	}
+	e.imported = max(e.imported, sum, im.Usage-e.count)
+	return e
 }

@@ -2,7 +2,9 @@ package origintest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -164,4 +166,80 @@ func importCases(t *testing.T, o RegionOrigin) {
 	if err != nil || v.Counts.Imported != (origin.Imported{Current: 20, Previous: 9}) {
 		t.Fatalf("Decide carries the imported counts: %+v, %v", v, err)
 	}
+}
+
+// StoredRegionOrigin is a RegionOrigin whose leader can import cells it
+// knows without the origin reading them.
+type StoredRegionOrigin interface {
+	RegionOrigin
+	origin.StoredImporter
+}
+
+// StoredImports runs the cases of [origin.StoredImporter] against o: an
+// importer that does not hold the lease imports nothing (origin.ErrFenced),
+// before it took the lease and after another holder took it over; the
+// holder's imports merge and, when reads is set, return what the origin
+// stores of each cell (every region's entries summed, those the import
+// named, the imported count); its known imports write what they carry,
+// creating a cell they find missing; and Load reads it all back. lapse
+// must return once a lease of ttl taken before the call has lapsed by o's
+// clock. Each run uses holders and cells of its own.
+func StoredImports(t *testing.T, o StoredRegionOrigin, reads bool, ttl time.Duration, lapse func()) {
+	ctx := context.Background()
+	run := time.Now().UnixNano()
+	a, b := fmt.Sprintf("a-%d", run), fmt.Sprintf("b-%d", run)
+	key := origin.Key{Workspace: fmt.Sprintf("stored-%d", run), Namespace: "n", Identifier: "i", Duration: time.Minute}
+	seq := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	cur, next := origin.Cell{Key: key, Sequence: seq}, origin.Cell{Key: key, Sequence: seq + 1}
+	importAs := func(holder string, imports ...origin.Import) ([]origin.Stored, error) {
+		t.Helper()
+		return o.ImportStored(ctx, holder, imports)
+	}
+	loaded := func(name string, s int64, want int64) {
+		t.Helper()
+		got, err := o.Load(ctx, key, s)
+		if err != nil || got.Imported.Current != want {
+			t.Fatalf("%s: Load = %+v, %v; want %d imported", name, got, err, want)
+		}
+	}
+	if _, err := importAs(a, origin.Import{Cell: cur, Counts: rc("eu", 5)}); !errors.Is(err, origin.ErrFenced) {
+		t.Fatalf("an importer that never held the lease: %v, want origin.ErrFenced", err)
+	}
+	loaded("nothing imported without the lease", seq, 0)
+	if l, err := o.Lead(ctx, origin.LeaseRequest{Holder: a, TTL: ttl}); err != nil || !l.Held {
+		t.Fatalf("Lead(a) = %+v, %v", l, err)
+	}
+	steps := []struct {
+		name   string
+		im     origin.Import
+		want   origin.Stored // for an import the origin reads
+		loaded int64
+	}{
+		{"a read import", origin.Import{Cell: cur, Counts: rc("eu", 5, "us", 2)},
+			origin.Stored{Read: true, Counts: rc("eu", 5, "us", 2), Sum: 7, Imported: 7}, 7},
+		{"a known import", origin.Import{Cell: cur, Counts: rc("eu", 8, "us", 2, "ap", 1), Known: true, Imported: 11},
+			origin.Stored{}, 11},
+		{"a read import after it", origin.Import{Cell: cur, Counts: rc("ap", 3)},
+			origin.Stored{Read: true, Counts: rc("ap", 3), Sum: 13, Imported: 13}, 13},
+		{"a known import of a missing cell", origin.Import{Cell: next, Counts: rc("eu", 4), Known: true, Imported: 4},
+			origin.Stored{}, 4},
+	}
+	for _, s := range steps {
+		got, err := importAs(a, s.im)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: ImportStored = %+v, %v", s.name, got, err)
+		}
+		if reads && !reflect.DeepEqual(got[0], s.want) || !reads && got[0].Read {
+			t.Fatalf("%s: stored %+v, want %+v", s.name, got[0], s.want)
+		}
+		loaded(s.name, s.im.Cell.Sequence, s.loaded)
+	}
+	lapse()
+	if l, err := o.Lead(ctx, origin.LeaseRequest{Holder: b, TTL: ttl}); err != nil || !l.Held {
+		t.Fatalf("Lead(b) = %+v, %v", l, err)
+	}
+	if _, err := importAs(a, origin.Import{Cell: cur, Counts: rc("eu", 1, "us", 1, "ap", 1), Known: true, Imported: 3}); !errors.Is(err, origin.ErrFenced) {
+		t.Fatalf("a, whose lease b took over: %v, want origin.ErrFenced", err)
+	}
+	loaded("a deposed importer changed nothing", seq, 13)
 }

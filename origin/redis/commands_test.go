@@ -51,6 +51,21 @@ func TestCommandsPerCall(t *testing.T) {
 			return o.Import(ctx, imports)
 		}
 	}
+	const holder = "leader"
+	if _, err := o.Lead(ctx, origin.LeaseRequest{Holder: holder, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	impAs := func(n int, seq, count int64, known bool) func() error {
+		return func() error {
+			imports := make([]origin.Import, n)
+			for i := range imports {
+				imports[i] = origin.Import{Cell: origin.Cell{Key: key(i), Sequence: seq},
+					Counts: []origin.RegionCount{{Region: "eu", Count: count}, {Region: "us", Count: 1}}, Known: known, Imported: count + 1}
+			}
+			_, err := o.ImportStored(ctx, holder, imports)
+			return err
+		}
+	}
 	check := origin.Check{Key: key(0), Seq: 7, Elapsed: 1000, Writer: deltas[0].Writer, Sent: 2,
 		Asks: []origin.Ask{{Limit: 100, Cost: 1}}}
 	tests := []struct {
@@ -73,6 +88,9 @@ func TestCommandsPerCall(t *testing.T) {
 		{"import, 10 cells raised", imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
 		{"import, 10 cells again", imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10}},
 		{"import, 300 cells: two calls", imp(300, 10, 1), map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
+		{"leader's import, 10 new cells read", impAs(10, 11, 1, false), map[string]int64{"evalsha": 1, "get": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
+		{"leader's import, 10 known cells", impAs(10, 11, 2, true), map[string]int64{"evalsha": 1, "get": 1, "hset": 10}},
+		{"leader's import, 10 known new cells", impAs(10, 12, 2, true), map[string]int64{"evalsha": 1, "get": 1, "hset": 10, "pexpire": 10}},
 		{"load", func() error { _, err := o.Load(ctx, key(0), 7); return err }, map[string]int64{"hmget": 2}},
 		{"decide, admitted", func() error {
 			check.Sent = deltas[0].Sent
@@ -91,6 +109,9 @@ func TestCommandsPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := importScript.Load(ctx, client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := storeScript.Load(ctx, client).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := decideScript.Load(ctx, client).Err(); err != nil {

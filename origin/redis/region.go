@@ -159,34 +159,46 @@ func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, e
 	return out, err
 }
 
-// importScript raises the imported count of each cell KEYS[c] (see
+// importScript raises the imported count of each cell (see
 // [origin.Import]). Each other region's entry of a cell is field
 // g:<region>, their sum field s, and the imported count field i: the
 // highest of i, s and the usage less the regional total n. Each cell costs
 // one HMGET of its fields and, when something rose, one HSET (and PEXPIRE
 // where it creates the key): Redis counts two commands a cell and one a
-// call, however many cells the call holds.
+// call, however many cells the call holds, and one more (GET) for a call
+// that checks the lease.
 //
-//	KEYS[c]  a cell
-//	ARGV     for each cell in order: its usage, the expiry in ms of a new
-//	         key, the number k of regions, then k pairs of a region and
-//	         its count
+//	ARGV[1]  the holder that must hold the region's lease, or "" for no
+//	         check; with a holder, KEYS[1] is the lease key
+//	KEYS[c]  the cells, after the lease key if any
+//	ARGV     from ARGV[2], for each cell in order: its usage, the expiry in
+//	         ms of a new key, the number k of regions, then k pairs of a
+//	         region and its count
 //
-// It returns 0 for each cell imported (or left as it was) and a string for
-// a cell Redis refuses on its own (a key of another type, a field that is
-// not an integer), which changes nothing; the others are imported.
+// It returns, for each cell imported (or left as it was), what the cell
+// stores after it: {s, i, and the entry of each of the k regions}; and a
+// string for a cell Redis refuses on its own (a key of another type, a
+// field that is not an integer), which changes nothing; the others are
+// imported. A holder that does not hold the lease fails the call (an error
+// reply starting with FENCED) before anything is written.
 var importScript = goredis.NewScript(`
-local out, a = {}, 1
-for c = 1, #KEYS do
+local first = 1
+if ARGV[1] ~= '' then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED the importer does not hold the lease') end
+  first = 2
+end
+local out, a = {}, 2
+for c = first, #KEYS do
   local usage, ttl, k = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   local fields = {'n', 'i', 's'}
   for j = 0, k - 1 do fields[#fields + 1] = 'g:' .. ARGV[a + 3 + 2 * j] end
   local v = redis.pcall('HMGET', KEYS[c], unpack(fields))
   if v.err then
-    out[c] = v.err
+    out[#out + 1] = v.err
   else
     local n, imp, sum = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
     local fresh, set, bad = not v[1] and not v[2] and not v[3], {}, n == nil or imp == nil or sum == nil
+    local entries = {}
     for j = 0, k - 1 do
       if bad then break end
       local old, new = tonumber(v[4 + j] or '0'), tonumber(ARGV[a + 4 + 2 * j])
@@ -195,19 +207,27 @@ for c = 1, #KEYS do
       elseif new > old then
         set[#set + 1], set[#set + 2] = fields[4 + j], ARGV[a + 4 + 2 * j]
         sum = sum + new - old
+        entries[j + 1] = new
+      else
+        entries[j + 1] = old
       end
     end
     if bad then
-      out[c] = 'cell does not hold integers'
+      out[#out + 1] = 'cell does not hold integers'
     else
       if #set > 0 then set[#set + 1], set[#set + 2] = 's', string.format('%d', sum) end
       local want = math.min(math.max(imp, sum, usage - n), 9007199254740991)
-      if want > imp then set[#set + 1], set[#set + 2] = 'i', string.format('%d', want) end
+      if want > imp then
+        set[#set + 1], set[#set + 2] = 'i', string.format('%d', want)
+        imp = want
+      end
       if #set > 0 then
         redis.call('HSET', KEYS[c], unpack(set))
         if fresh then redis.call('PEXPIRE', KEYS[c], ttl) end
       end
-      out[c] = 0
+      local r = {sum, imp}
+      for j = 1, k do r[2 + j] = entries[j] end
+      out[#out + 1] = r
     end
   end
   a = a + 3 + 2 * k
@@ -268,6 +288,9 @@ func (o *Origin) importCells(ctx context.Context, cells []int, keys []string, im
 	}, (len(cells)+per-1)/per)
 	for j, i := range cells {
 		call := &calls[j/per]
+		if call.args == nil {
+			call.args = []any{""} // no holder: Import does not check the lease
+		}
 		call.keys = append(call.keys, keys[i])
 		call.args = appendImportArgs(call.args, imports[i], o.ttl(imports[i].Cell.Duration))
 	}

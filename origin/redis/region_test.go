@@ -26,6 +26,21 @@ func TestRegion(t *testing.T) {
 	})
 }
 
+// TestStoredImports runs origintest's cases of origin.StoredImporter
+// against one Redis, whose imports return what they read, and a Redis
+// Cluster, whose imports return nothing read (see Origin.ImportStored),
+// each under a region name of its own.
+func TestStoredImports(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	lapse := func() { time.Sleep(ttl + 50*time.Millisecond) }
+	t.Run("one Redis", func(t *testing.T) {
+		origintest.StoredImports(t, newOrigin(t, Config{Client: realRedis(t), Region: workspace(t)}), true, ttl, lapse)
+	})
+	t.Run("Redis Cluster", func(t *testing.T) {
+		origintest.StoredImports(t, newOrigin(t, Config{Client: clusterClient(t), Region: workspace(t)}), false, ttl, lapse)
+	})
+}
+
 // TestRegionsApart has two regions share one Redis database: each has a
 // lease and a queue of its own.
 func TestRegionsApart(t *testing.T) {
