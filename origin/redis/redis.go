@@ -268,8 +268,8 @@ var outageReplies = []string{
 // classify returns the outcome of err, the failure of a call that neither
 // the caller canceled nor a deadline ended (breaker.Run tells those apart).
 func classify(err error) Outcome {
-	if errors.Is(err, ErrBadValue) || errors.Is(err, origin.ErrCells) {
-		return OutcomeError // one cell's problem, not an outage
+	if errors.Is(err, ErrBadValue) || errors.Is(err, origin.ErrCells) || errors.Is(err, origin.ErrFenced) {
+		return OutcomeError // one cell's problem, or an importer's, not an outage
 	}
 	var re goredis.Error
 	if errors.As(err, &re) {
