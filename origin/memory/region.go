@@ -116,16 +116,13 @@ func (s *Store) ImportStored(ctx context.Context, holder string, imports []origi
 	}
 	out := make([]origin.Stored, len(imports))
 	for i, im := range imports {
-		e := s.importLocked(im, now)
+		e, sum := s.importLocked(im, now)
 		if e == nil || im.Known {
 			continue
 		}
-		st := origin.Stored{Read: true, Counts: make([]origin.RegionCount, len(im.Counts)), Imported: e.imported}
+		st := origin.Stored{Read: true, Counts: make([]origin.RegionCount, len(im.Counts)), Sum: sum, Imported: e.imported}
 		for j, c := range im.Counts {
 			st.Counts[j] = origin.RegionCount{Region: c.Region, Count: e.regions[c.Region]}
-		}
-		for _, n := range e.regions {
-			st.Sum += n
 		}
 		out[i] = st
 	}
@@ -133,11 +130,12 @@ func (s *Store) ImportStored(ctx context.Context, holder string, imports []origi
 }
 
 // importLocked merges im into its cell and returns the cell's entry (nil
-// for a cell that expired, or that im would create with nothing).
-func (s *Store) importLocked(im origin.Import, now int64) *entry {
+// for a cell that expired, or that im would create with nothing) and the
+// sum of its regions' entries.
+func (s *Store) importLocked(im origin.Import, now int64) (*entry, int64) {
 	e := s.liveLocked(im.Cell, now, im.Usage > 0 || slices.ContainsFunc(im.Counts, func(c origin.RegionCount) bool { return c.Count > 0 }))
 	if e == nil {
-		return nil
+		return nil, 0
 	}
 	for _, c := range im.Counts {
 		if c.Count > e.regions[c.Region] {
@@ -152,5 +150,5 @@ func (s *Store) importLocked(im origin.Import, now int64) *entry {
 		sum += n
 	}
 	e.imported = max(e.imported, sum, im.Usage-e.count)
-	return e
+	return e, sum
 }

@@ -13,6 +13,15 @@ import (
 
 var _ origin.StoredImporter = (*Origin)(nil)
 
+// fencedReply starts the error reply of an import script called on behalf
+// of a holder that does not hold the region's lease (KEYS[1] holds the
+// holder's name, ARGV[1] the caller's); luaFence is the check, the first
+// step of every such call, before anything is written.
+const (
+	fencedReply = "FENCED"
+	luaFence    = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('` + fencedReply + ` the importer does not hold the lease') end`
+)
+
 // storeScript writes known imports (see [origin.Import.Known]) without
 // reading their cells: one HSET a cell of every region's entry (g:<region>),
 // their sum (s) and the imported count (i), and PEXPIRE where the HSET
@@ -30,8 +39,7 @@ var _ origin.StoredImporter = (*Origin)(nil)
 // on its own (a key of another type), which changes nothing. A holder that
 // does not hold the lease fails the call (an error reply starting with
 // FENCED) before anything is written.
-var storeScript = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED the importer does not hold the lease') end
+var storeScript = goredis.NewScript(luaFence + `
 local out, a = {}, 2
 for c = 2, #KEYS do
   local ttl, k = ARGV[a], tonumber(ARGV[a + 1])
@@ -145,20 +153,25 @@ func (o *Origin) storedCalls(holder string, keys []string, imports []origin.Impo
 		c := &calls[open[kind]-1]
 		c.cells = append(c.cells, i)
 		c.keys = append(c.keys, keys[i])
-		ttl := o.ttl(im.Cell.Duration)
-		if !im.Known {
-			c.args = appendImportArgs(c.args, im, ttl)
-			continue
+		if im.Known {
+			c.args = appendStoreArgs(c.args, im, o.ttl(im.Cell.Duration))
+		} else {
+			c.args = appendImportArgs(c.args, im, o.ttl(im.Cell.Duration))
 		}
-		var sum int64
-		c.args = append(c.args, ttl, len(im.Counts)+2)
-		for _, rc := range im.Counts {
-			c.args = append(c.args, "g:"+rc.Region, rc.Count)
-			sum += rc.Count
-		}
-		c.args = append(c.args, "s", sum, importedField, im.Imported)
 	}
 	return calls
+}
+
+// appendStoreArgs appends storeScript's arguments for the known import
+// im: every region's entry, their sum and the imported count.
+func appendStoreArgs(args []any, im origin.Import, ttl int64) []any {
+	var sum int64
+	args = append(args, ttl, len(im.Counts)+2)
+	for _, rc := range im.Counts {
+		args = append(args, "g:"+rc.Region, rc.Count)
+		sum += rc.Count
+	}
+	return append(args, "s", sum, importedField, im.Imported)
 }
 
 // readStored reads the replies of calls into stored: what the import
@@ -171,7 +184,7 @@ func readStored(cmds []*goredis.Cmd, calls []storedCall, imports []origin.Import
 	for j, cmd := range cmds {
 		replies, err := cmd.Slice()
 		if err != nil {
-			if strings.HasPrefix(err.Error(), "FENCED") {
+			if strings.HasPrefix(err.Error(), fencedReply) {
 				return fmt.Errorf("redis: import: %w", origin.ErrFenced)
 			}
 			return err

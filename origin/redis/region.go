@@ -184,7 +184,7 @@ func (o *Origin) Nominated(ctx context.Context, max int) ([]origin.Nomination, e
 var importScript = goredis.NewScript(`
 local first = 1
 if ARGV[1] ~= '' then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED the importer does not hold the lease') end
+  ` + luaFence + `
   first = 2
 end
 local out, a = {}, 2
