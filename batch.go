@@ -479,7 +479,7 @@ func (l *Limiter) withdraw(ctx context.Context, rsv []*reservation, all bool) {
 // decision's, sent to the origin as its writer's count; rolled back, they
 // leave the count once the origin has withdrawn them. If Close started
 // meanwhile, a committed batch is taken back whole and commit reports
-// false (see accepted).
+// false (see queued).
 func (l *Limiter) commit(w *waits, qs []resolved, curs []*cell, out []Response, passed bool, atOrigin []bool, rsv []*reservation) bool {
 	reserved := func(i int) bool { return atOrigin != nil && atOrigin[i] }
 	if !passed && len(rsv) > 0 {
@@ -497,8 +497,10 @@ func (l *Limiter) commit(w *waits, qs []resolved, curs []*cell, out []Response, 
 	for i, q := range qs {
 		c := curs[i]
 		if reserved(i) {
-			if rsv == nil && q.cost > 0 {
-				c.regional.Add(-q.cost) // denied here before it was reserved
+			if rsv == nil && out[i].Success && q.cost > 0 {
+				// Counted here (applyReserved), then the batch was denied
+				// before it was reserved. One denied here added nothing.
+				c.regional.Add(-q.cost)
 			}
 			continue // otherwise see withdraw and settle
 		}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/origin/memory"
 )
 
 // benchLimit is high enough that every benchmark request is accepted: the
@@ -22,6 +23,25 @@ const benchLimit = 1 << 50
 // the limiter reading time.Now.
 func BenchmarkRatelimitWarm(b *testing.B) {
 	l := newLimiter(b, sluice.Config{})
+	ctx := context.Background()
+	r := req("warm", benchLimit, 1, time.Minute, time.Now())
+	if _, err := l.Ratelimit(ctx, r); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Ratelimit(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRatelimitWarmOrigin is one warm counter far from its limit on a
+// limiter with an origin (in memory): the decision is local, and its
+// increment enters the count and the writer's count under the cell's lock,
+// then is queued for replay. Compare it with BenchmarkRatelimitWarm.
+func BenchmarkRatelimitWarmOrigin(b *testing.B) {
+	l := newLimiter(b, sluice.Config{Origin: memory.New(nil)})
 	ctx := context.Background()
 	r := req("warm", benchLimit, 1, time.Minute, time.Now())
 	if _, err := l.Ratelimit(ctx, r); err != nil {

@@ -197,7 +197,7 @@ func (l *Limiter) decide(w *waits, q *resolved) (window.Outcome, error) {
 		return o, nil
 	}
 	o := l.apply(q, cur, prev, applyCommitted)
-	if o.Success && q.cost > 0 && !l.accepted(q, cur, o.Current) {
+	if o.Success && q.cost > 0 && !l.queued(q, cur, o.Current) {
 		return window.Outcome{}, ErrClosed
 	}
 	return o, nil
@@ -269,10 +269,16 @@ const (
 // together with the count, so that a merge never sees one without the
 // other; it stays there until the caller commits or rolls back. A reserved
 // one is in the count only: the origin's total will hold it (see
-// cell.reserveAside).
+// cell.reserveAside). With an origin, a committed increment is made under
+// the lock too, and counts the origin decision in flight as spent: it
+// enters the count and the writer's count in one step, so a decision
+// starting meanwhile either sends it (cell.reserve reads the writer's
+// count) or is counted here. Were it in the count first and the writer's
+// count later, a request that saw it could be asked of the origin with a
+// writer's count that lacks it, and the origin hand out its unit again.
 func (l *Limiter) apply(q *resolved, cur, prev *cell, mode applyMode) window.Outcome {
 	var deciding int64
-	if mode != applyCommitted && q.cost > 0 {
+	if q.cost > 0 && (mode != applyCommitted || l.replay != nil) {
 		cur.lock()
 		defer cur.unlock()
 		deciding = cur.inFlight()
@@ -288,8 +294,11 @@ func (l *Limiter) apply(q *resolved, cur, prev *cell, mode applyMode) window.Out
 			return o
 		}
 		if cur.regional.CompareAndSwap(regional, regional+q.cost) {
-			if mode == applySpeculative {
+			switch {
+			case mode == applySpeculative:
 				cur.speculative.Add(q.cost)
+			case mode == applyCommitted && l.replay != nil:
+				cur.admitted.Add(q.cost)
 			}
 			l.changed(cur)
 			return o
@@ -377,7 +386,7 @@ func (l *Limiter) sharedRead(ctx context.Context, q *resolved, reason string, cu
 	rq := *q
 	// Do fails only when the caller gave up or Close has started: the
 	// request then goes on from local state, and an admission after Close
-	// is refused where it is recorded (see accepted).
+	// is refused where it is recorded (see queued).
 	_ = l.reads.Do(ctx, q.current(), func() {
 		if reason == readHydrate && cur.syncedAt.Load() != 0 {
 			return
@@ -467,25 +476,15 @@ func (l *Limiter) denied(q *resolved, cur *cell) {
 	l.emitDenial(q, cur)
 }
 
-// accepted records a committed increment of q's cost on cur, which
-// brought q's window to current, for replay: parked if the cell is far from
-// its limit (see far), queued for the next round otherwise. If Close has
-// started meanwhile, its final replay may not see the increment: accepted
-// then takes it back and reports false, and the request gets ErrClosed.
-// (Checked after the increment is recorded, so either the final replay sees
-// it or the request sees Close; at worst the origin holds an increment of a
-// request that was told ErrClosed.)
-func (l *Limiter) accepted(q *resolved, cur *cell, current int64) bool {
-	if l.replay == nil {
-		return true
-	}
-	cur.admitted.Add(q.cost)
-	return l.queued(q, cur, current)
-}
-
-// queued queues cur for replay after an admission of q (parked or marked,
-// see accepted) whose cost is in cur's count as a writer already, and
-// takes it back and reports false if Close has started meanwhile.
+// queued queues cur for replay after a committed increment of q's cost,
+// which brought q's window to current and is in cur's count as a writer
+// already: parked if the cell is far from its limit (see far), queued for
+// the next round otherwise. If Close has started meanwhile, its final
+// replay may not see the increment: queued then takes it back and reports
+// false, and the request gets ErrClosed. (Checked after the increment is
+// recorded, so either the final replay sees it or the request sees Close;
+// at worst the origin holds an increment of a request that was told
+// ErrClosed.)
 func (l *Limiter) queued(q *resolved, cur *cell, current int64) bool {
 	if l.replay == nil {
 		return true

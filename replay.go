@@ -463,7 +463,7 @@ func (r *replayer) batches(c *cell, each func([]*cell)) {
 // hold the cell of increments whose own mark found the flag set, the
 // requeue of a write that Close cut short included. A mark that starts
 // after that read is an admission's that finds the limiter closed and
-// takes its increment back (see Limiter.accepted).
+// takes its increment back (see Limiter.queued).
 func (r *replayer) final(jobs chan<- replayJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.l.cfg.FlushTimeout)
 	defer cancel()
@@ -526,7 +526,7 @@ func (r *replayer) sendQueued() bool {
 // increments the origin has not confirmed, and those increments, with the
 // reservation writes not sent (each counted as a cell). A cell queued with
 // nothing unconfirmed lost nothing: an admission that raced Close was
-// taken back after it queued the cell (see Limiter.accepted).
+// taken back after it queued the cell (see Limiter.queued).
 func (r *replayer) lost() (cells, increments int64) {
 	cells, increments = r.reservedLeft()
 	count := func(c *cell) {

@@ -42,7 +42,7 @@ func (l *Limiter) Report(ctx context.Context, r Request) (Response, error) {
 	cur, prev := l.reportCells(&w, &q)
 	w.release()
 	o := l.count(&q, cur, prev)
-	if q.cost > 0 && !l.accepted(&q, cur, o.Current) {
+	if q.cost > 0 && !l.queued(&q, cur, o.Current) {
 		return Response{}, ErrClosed
 	}
 	var res Response
@@ -81,7 +81,6 @@ func (l *Limiter) ReportMany(ctx context.Context, rs []Request) ([]Response, err
 		q := &qs[i]
 		o := l.count(q, curs[i], l.cells.loadPrevious(q.hash, &q.cell))
 		if q.cost > 0 && l.replay != nil {
-			curs[i].admitted.Add(q.cost)
 			l.queuedOnly(q, curs[i], o.Current)
 		}
 		q.response(&out[i], o)
@@ -89,7 +88,7 @@ func (l *Limiter) ReportMany(ctx context.Context, rs []Request) ([]Response, err
 	if l.replay == nil || !l.closed.Load() {
 		return out, nil
 	}
-	// Close started: its final replay may miss some of them (see accepted).
+	// Close started: its final replay may miss some of them (see queued).
 	for i := range qs {
 		if qs[i].cost > 0 {
 			curs[i].takeBack(qs[i].cost)
@@ -101,9 +100,15 @@ func (l *Limiter) ReportMany(ctx context.Context, rs []Request) ([]Response, err
 // count adds q's cost to cur's count with no limit check and returns the
 // state after it as an admission's outcome. It is the increment of an
 // admission (see apply, applyCommitted) without the decision: a single
-// CAS, no lock. The count saturates at math.MaxInt64: q.cost is lowered to
-// what was added, which is what the writer's count and the replay carry.
+// CAS, and with an origin, under the cell's lock, into the count and the
+// writer's count together, as apply does. The count saturates at
+// math.MaxInt64: q.cost is lowered to what was added, which is what the
+// writer's count and the replay carry.
 func (l *Limiter) count(q *resolved, cur, prev *cell) window.Outcome {
+	if q.cost > 0 && l.replay != nil {
+		cur.lock()
+		defer cur.unlock()
+	}
 	for {
 		regional := cur.regional.Load()
 		next := window.Add(regional, q.cost)
@@ -112,6 +117,9 @@ func (l *Limiter) count(q *resolved, cur, prev *cell) window.Outcome {
 			before := q.pos.Before(window.Add(regional, cur.imported.Load()), prev.count())
 			current := window.Add(before, q.cost)
 			q.cost = next - regional
+			if q.cost > 0 && l.replay != nil {
+				cur.admitted.Add(q.cost)
+			}
 			return window.Outcome{Success: true, Current: current, Remaining: max(0, q.limit-current)}
 		}
 	}

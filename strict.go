@@ -125,12 +125,14 @@ func (l *Limiter) decideAtOrigin(ctx context.Context, q *resolved, cur, prev *ce
 // callers admitted here already are in the local view. The local view
 // never holds less than the origin of this node's own admissions, so with
 // no other writer this makes the origin's decision, and with others it
-// errs only towards a denial. It decides and adds the cost to the count
-// and the writer's count under the cell's lock, so a call starting
-// meanwhile either sends the increment or is seen here (see cell.reserve).
+// errs only towards a denial. It looks the cell's decider up, decides and
+// adds the cost to the count and the writer's count under the cell's
+// lock, so a call starting meanwhile either sends the increment or is seen
+// here (see cell.reserve): a decider looked up before the lock could start
+// its call unseen, and the origin hand this cost to its asks.
 func (l *Limiter) applyBeside(q *resolved, cur, prev *cell, tk *ticket) window.Outcome {
-	d := l.deciders.of(q.current())
 	cur.lock()
+	d := l.deciders.of(q.current())
 	if tk != nil && tk.late {
 		cur.unlock()
 		if !tk.lateOutcome.Success {
@@ -268,12 +270,12 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OriginTimeout)
 	defer cancel()
-	v, asked, err := l.decideOnce(ctx, d.cur, &c, batch)
+	v, asked, err := l.decideOnce(ctx, d.cur, &c, slices.Clone(d.flying))
 	if err == nil && v.Stale {
 		// A late copy of a call given up on landed first: its count is
 		// taken as this cell's, and the decision made again above it.
 		_, c.Sent = d.cur.reserve(func() int64 { return d.markAgain(asked) })
-		v, asked, err = l.decideOnce(ctx, d.cur, &c, asked)
+		v, asked, err = l.decideOnce(ctx, d.cur, &c, slices.Clone(d.flying))
 	}
 	switch {
 	case len(asked) == 0: // every caller gave up: nothing was asked
@@ -281,7 +283,7 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 		d.cur.backoffUntil.Store(first.t + l.cfg.OriginBackoff.Milliseconds())
 		l.originFailed(first, readStrict, err)
 	default:
-		d.cur.merge(v.Counts.Current, l.answer(d.cur, c, v, asked))
+		l.answer(d, c, v, asked)
 		d.cur.raiseImported(v.Counts.Imported.Current)
 		l.changed(d.cur)
 		l.mergePrevious(first, v.Counts)
@@ -289,18 +291,20 @@ func (l *Limiter) decideBatch(d *decider, batch []*ticket) {
 	}
 }
 
-// decideOnce asks the origin for the tickets of batch not abandoned, with
-// c.Sent as cur's count as a writer, and returns the verdict and the
-// tickets asked for (none: nothing was sent). The count and the tickets
-// were taken together under the cell's lock (see cell.reserve): a caller
-// that gave up before is not asked for (its local admission may be in the
-// count, and the origin would count it again); one that gives up after
-// decides locally counting the reservation as spent, less its own cost,
-// since the origin's admission and its own are then the same increment of
-// the writer (see answer). A failure leaves the cell's count in doubt; a
-// stale verdict raises the count to the origin's share of it.
+// decideOnce asks the origin for the tickets of batch, exactly those
+// recorded as the call in flight (decider.flying), with c.Sent as cur's
+// count as a writer, and returns the verdict and the tickets asked for
+// (none: nothing was sent). The count and the tickets were taken together
+// under the cell's lock (see cell.reserve): a caller that gave up before
+// is not asked for (its local admission may be in the count, and the
+// origin would count it again); one that gives up after is asked for all
+// the same, and decides locally counting the asks ahead of its own as
+// spent, since the origin's admission and its own are then the same
+// increment of the writer (see answer). Leaving it out would let the
+// origin hand its units to the asks behind it. A failure leaves the cell's
+// count in doubt; a stale verdict raises the count to the origin's share
+// of it.
 func (l *Limiter) decideOnce(ctx context.Context, cur *cell, c *origin.Check, batch []*ticket) (origin.Verdict, []*ticket, error) {
-	batch = waiting(batch)
 	if len(batch) == 0 {
 		return origin.Verdict{}, nil, nil
 	}
@@ -364,15 +368,19 @@ func (l *Limiter) decided(cur *cell) {
 	}
 }
 
-// answer hands the origin's verdict to the tickets of batch and records
-// the costs it admitted in cur's count as a writer, and returns the
-// writer count the origin's total holds. A ticket whose caller gave up is
-// answered all the same (late, see applyBeside), unless the caller
-// admitted it locally first: that admission and the origin's are then the
-// same increment, in the writer's count already.
-func (l *Limiter) answer(cur *cell, c origin.Check, v origin.Verdict, batch []*ticket) (included int64) {
+// answer hands the origin's verdict to the tickets of batch, records the
+// costs it admitted in the count as a writer of d's cell, merges the
+// origin's total and ends the call's reservation, all in one step under
+// the cell's lock: a decision made meanwhile sees the asks either as in
+// flight or in the count, never in both (which would deny what fits) nor
+// in neither. A ticket whose caller gave up is answered all the same
+// (late, see applyBeside), unless the caller admitted it locally first:
+// that admission and the origin's are then the same increment, in the
+// writer's count already.
+func (l *Limiter) answer(d *decider, c origin.Check, v origin.Verdict, batch []*ticket) {
 	outcomes := fillOutcomes(c, v)
 	var taken, local int64
+	cur := d.cur
 	cur.lock()
 	for i, tk := range batch {
 		switch {
@@ -390,12 +398,14 @@ func (l *Limiter) answer(cur *cell, c origin.Check, v origin.Verdict, batch []*t
 			taken += c.Asks[i].Cost
 		}
 	}
-	included = c.Sent + taken + local
+	included := c.Sent + taken + local
 	cur.admitted.Add(taken)
 	raise(&cur.acked, included)
+	cur.mergeLocked(v.Counts.Current, included)
+	cur.deciding.Store(0)
+	d.flying = nil
 	cur.unlock()
 	cur.settled(included)
-	return included
 }
 
 // fillOutcomes returns each ask's outcome from the origin's verdict: the

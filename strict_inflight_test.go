@@ -159,6 +159,51 @@ func TestBatchCountsDecisionInFlight(t *testing.T) {
 	}
 }
 
+// TestBatchDeniedBesideDecisionTakesNothingBack holds an origin decision
+// for 2 units of a limit of 10 in flight, with 8 spent, while a batch asks
+// for 2 more (and 1 of a counter of its own). Its local view (8 + 2) brings it within the margin, so it is
+// meant for the origin, but counting the 2 units in flight it is denied
+// here, and it added nothing to the count: it must take nothing back. (A
+// batch took back the units it had not added, which lowered the count by
+// them and let later requests through past the limit.)
+func TestBatchDeniedBesideDecisionTakesNothingBack(t *testing.T) {
+	g := &decisionGate{Origin: memory.New(nil), reached: make(chan struct{}), release: make(chan struct{})}
+	l := newLimiter(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1, OriginTimeout: time.Minute})
+	ctx := context.Background()
+	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
+	for i := range 8 {
+		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
+			t.Fatalf("unit %d: %+v, %v", i+1, res, err)
+		}
+	}
+	two := r
+	two.Cost = 2
+	decided := make(chan sluice.Response, 1)
+	go func() {
+		res, _ := l.Ratelimit(ctx, two) // 10 > 10 - margin: decided at the origin
+		decided <- res
+	}()
+	<-g.reached
+	side := r
+	side.Identifier = "side" // a batch of two takes the batch path
+	out, err := l.RatelimitMany(ctx, []sluice.Request{two, side})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Success {
+		t.Errorf("2 units passed while the last 2 were being admitted at the origin: %+v", out[0])
+	}
+	peek := r
+	peek.Cost = 0
+	if res, err := l.Ratelimit(ctx, peek); err != nil || res.Current != 8 {
+		t.Errorf("count after the batch was denied: %+v, %v; want 8", res, err)
+	}
+	close(g.release)
+	if res := <-decided; !res.Success || res.Current != 10 {
+		t.Fatalf("the 2 units decided at the origin: %+v, want admitted with Current 10", res)
+	}
+}
+
 // TestReplayLandingAfterDecisionCountsOnce holds the replay of 9 units of a
 // limit of 10 in flight until the 10th unit has been decided at the origin,
 // then lets it land: the origin already holds the writer's 10 (the decision
