@@ -21,27 +21,18 @@ const benchLimit = 1 << 50
 // BenchmarkRatelimitWarm is one warm counter, serially. The request carries
 // its time, so the figure is the engine's alone; the ...Clock variant adds
 // the limiter reading time.Now.
-func BenchmarkRatelimitWarm(b *testing.B) {
-	l := newLimiter(b, sluice.Config{})
-	ctx := context.Background()
-	r := req("warm", benchLimit, 1, time.Minute, time.Now())
-	if _, err := l.Ratelimit(ctx, r); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := l.Ratelimit(ctx, r); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkRatelimitWarm(b *testing.B) { benchWarm(b, sluice.Config{}) }
 
 // BenchmarkRatelimitWarmOrigin is one warm counter far from its limit on a
 // limiter with an origin (in memory): the decision is local, and its
 // increment enters the count and the writer's count under the cell's lock,
 // then is queued for replay. Compare it with BenchmarkRatelimitWarm.
-func BenchmarkRatelimitWarmOrigin(b *testing.B) {
-	l := newLimiter(b, sluice.Config{Origin: memory.New(nil)})
+func BenchmarkRatelimitWarmOrigin(b *testing.B) { benchWarm(b, sluice.Config{Origin: memory.New(nil)}) }
+
+// benchWarm decides one warm counter far from its limit, serially, on a
+// limiter made with cfg; the request carries its time.
+func benchWarm(b *testing.B, cfg sluice.Config) {
+	l := newLimiter(b, cfg)
 	ctx := context.Background()
 	r := req("warm", benchLimit, 1, time.Minute, time.Now())
 	if _, err := l.Ratelimit(ctx, r); err != nil {

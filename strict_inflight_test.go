@@ -118,16 +118,17 @@ func (g *decisionGate) Decide(ctx context.Context, c origin.Check) (origin.Verdi
 	return g.Origin.Decide(ctx, c)
 }
 
-// TestBatchCountsDecisionInFlight holds an origin decision for 2 units of
-// a limit of 10 in flight, with 8 spent, while a batch of two single units
-// on the same counter is decided locally. The batch must count the 2 units
-// as spent and fail: the origin admits them, and the batch's two units
-// would take the counter to 12.
-func TestBatchCountsDecisionInFlight(t *testing.T) {
-	g := &decisionGate{Origin: memory.New(nil), reached: make(chan struct{}), release: make(chan struct{})}
-	l := newLimiter(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1, OriginTimeout: time.Minute})
+// twoOfTenInFlight spends 8 units of a limit of 10 (request r, cost 1)
+// locally on a limiter whose origin decisions wait at g, with a margin of
+// 10%, then sends 2 units, which are decided at the origin, and returns
+// once their decision waits at g's gate; decided receives their answer
+// once g.release is closed.
+func twoOfTenInFlight(t *testing.T) (l *sluice.Limiter, r sluice.Request, g *decisionGate, decided <-chan sluice.Response) {
+	t.Helper()
+	g = &decisionGate{Origin: memory.New(nil), reached: make(chan struct{}), release: make(chan struct{})}
+	l = newLimiter(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1, OriginTimeout: time.Minute})
 	ctx := context.Background()
-	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
+	r = sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
 	for i := range 8 {
 		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
 			t.Fatalf("unit %d: %+v, %v", i+1, res, err)
@@ -135,12 +136,23 @@ func TestBatchCountsDecisionInFlight(t *testing.T) {
 	}
 	two := r
 	two.Cost = 2
-	decided := make(chan sluice.Response, 1)
+	answer := make(chan sluice.Response, 1)
 	go func() {
 		res, _ := l.Ratelimit(ctx, two) // 10 > 10 - margin: decided at the origin
-		decided <- res
+		answer <- res
 	}()
 	<-g.reached
+	return l, r, g, answer
+}
+
+// TestBatchCountsDecisionInFlight holds an origin decision for 2 units of
+// a limit of 10 in flight, with 8 spent, while a batch of two single units
+// on the same counter is decided locally. The batch must count the 2 units
+// as spent and fail: the origin admits them, and the batch's two units
+// would take the counter to 12.
+func TestBatchCountsDecisionInFlight(t *testing.T) {
+	l, r, g, decided := twoOfTenInFlight(t)
+	ctx := context.Background()
 	out, err := l.RatelimitMany(ctx, []sluice.Request{r, r})
 	close(g.release)
 	if err != nil {
@@ -161,29 +173,17 @@ func TestBatchCountsDecisionInFlight(t *testing.T) {
 
 // TestBatchDeniedBesideDecisionTakesNothingBack holds an origin decision
 // for 2 units of a limit of 10 in flight, with 8 spent, while a batch asks
-// for 2 more (and 1 of a counter of its own). Its local view (8 + 2) brings it within the margin, so it is
-// meant for the origin, but counting the 2 units in flight it is denied
-// here, and it added nothing to the count: it must take nothing back. (A
-// batch took back the units it had not added, which lowered the count by
-// them and let later requests through past the limit.)
+// for 2 more (and 1 of a counter of its own). Its local view (8 + 2)
+// brings it within the margin, so it is meant for the origin, but counting
+// the 2 units in flight it is denied here, and it added nothing to the
+// count: it must take nothing back. (A batch took back the units it had
+// not added, which lowered the count by them and let later requests
+// through past the limit.)
 func TestBatchDeniedBesideDecisionTakesNothingBack(t *testing.T) {
-	g := &decisionGate{Origin: memory.New(nil), reached: make(chan struct{}), release: make(chan struct{})}
-	l := newLimiter(t, sluice.Config{Origin: g, RefreshAfter: time.Hour, OriginMargin: 0.1, OriginTimeout: time.Minute})
+	l, r, g, decided := twoOfTenInFlight(t)
 	ctx := context.Background()
-	r := sluice.Request{Namespace: "n", Identifier: "u", Limit: 10, Duration: time.Hour, Cost: 1, Time: time.Now()}
-	for i := range 8 {
-		if res, err := l.Ratelimit(ctx, r); err != nil || !res.Success {
-			t.Fatalf("unit %d: %+v, %v", i+1, res, err)
-		}
-	}
 	two := r
 	two.Cost = 2
-	decided := make(chan sluice.Response, 1)
-	go func() {
-		res, _ := l.Ratelimit(ctx, two) // 10 > 10 - margin: decided at the origin
-		decided <- res
-	}()
-	<-g.reached
 	side := r
 	side.Identifier = "side" // a batch of two takes the batch path
 	out, err := l.RatelimitMany(ctx, []sluice.Request{two, side})
