@@ -27,14 +27,15 @@ func ip(args ...string) error {
 // can cut: A (169.254.100.1) and B (169.254.100.2) on the cluster link, each
 // also reachable from the test through its own link (A at 169.254.N.2, B at
 // 169.254.N.6, N from the process id, so that two runs at once do not share
-// the host's addresses). It skips the test where namespaces cannot be made.
+// the host's addresses; N is never 100, the cluster link's). It skips the
+// test where namespaces cannot be made.
 func partitionNet(t *testing.T) (a, b netns, hostA, hostB string, cut, heal func()) {
 	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("no ip command (iproute2): cannot build the network namespaces")
 	}
 	tag := fmt.Sprintf("%05d", os.Getpid()%100000)
-	subnet := fmt.Sprintf("169.254.%d.", 10+os.Getpid()%200)
+	subnet := fmt.Sprintf("169.254.%d.", 101+os.Getpid()%150) // 101 to 250: clear of 169.254.100.0/24
 	a, b = netns("sluiceA"+tag), netns("sluiceB"+tag)
 	if err := ip("netns", "add", string(a)); err != nil {
 		t.Skipf("cannot make a network namespace (needs CAP_NET_ADMIN): %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ type privateCluster struct {
 	addrs   []string // masters first, then their replicas in the same order
 	masters int
 	procs   []*exec.Cmd
+	exited  []chan struct{} // closed when procs[i] has ended
 }
 
 // startPrivateCluster starts masters redis-server processes (and a replica
@@ -54,9 +56,6 @@ func startPrivateCluster(t testing.TB, masters int, replicas bool) *privateClust
 	nodes := make([]*goredis.Client, n)
 	for i, addr := range pc.addrs {
 		nodes[i] = newTestClient(t, addr)
-		eventually(t, 10*time.Second, "redis-server on "+addr, func() bool {
-			return nodes[i].Ping(ctx).Err() == nil
-		})
 	}
 	for i, node := range nodes {
 		if i < masters {
@@ -65,12 +64,7 @@ func startPrivateCluster(t testing.TB, masters int, replicas bool) *privateClust
 				t.Fatalf("CLUSTER ADDSLOTSRANGE on %s: %v", pc.addrs[i], err)
 			}
 		}
-		for _, peer := range pc.addrs[:i] { // every pair meets: no wait for gossip
-			host, port, _ := net.SplitHostPort(peer)
-			if err := node.ClusterMeet(ctx, host, port).Err(); err != nil {
-				t.Fatalf("CLUSTER MEET from %s: %v", pc.addrs[i], err)
-			}
-		}
+		pc.meet(node, pc.addrs[i], pc.addrs[:i]) // every pair meets: no wait for gossip
 	}
 	pc.waitHealthy(nodes)
 	if replicas {
@@ -79,44 +73,101 @@ func startPrivateCluster(t testing.TB, masters int, replicas bool) *privateClust
 	return pc
 }
 
-// startNode starts one cluster node on a free port, its files in dir.
+// startNode starts one cluster node on a free port, its files in dir, and
+// waits until the server on that port is the process it started: another
+// process may bind the port (or its bus port) between freeClusterPort's
+// check and the server's bind, and then the server exits while someone
+// else answers there. It tries another port then, up to five times.
 func (pc *privateCluster) startNode(dir string) {
-	port := freeClusterPort(pc.t)
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
-		"--cluster-require-full-coverage", "no")
-	if err := cmd.Start(); err != nil {
-		pc.t.Fatalf("start redis-server: %v", err)
+	pc.t.Helper()
+	for range 5 {
+		port := freeClusterPort(pc.t)
+		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
+			"--cluster-require-full-coverage", "no")
+		if err := cmd.Start(); err != nil {
+			pc.t.Fatalf("start redis-server: %v", err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if answersAs(pc.t, addr, cmd.Process.Pid, exited) {
+			pc.procs = append(pc.procs, cmd)
+			pc.exited = append(pc.exited, exited)
+			pc.addrs = append(pc.addrs, addr)
+			return
+		}
+		_ = cmd.Process.Kill()
+		<-exited
 	}
-	pc.procs = append(pc.procs, cmd)
-	pc.addrs = append(pc.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	pc.t.Fatal("no redis-server of the private cluster came up as itself in 5 tries")
+}
+
+// answersAs reports whether the Redis server on addr is the process pid,
+// waiting up to 10 s for it to answer; false at once if exited is closed
+// (the process ended, most likely because its port was taken).
+func answersAs(t testing.TB, addr string, pid int, exited <-chan struct{}) bool {
+	c := newTestClient(t, addr)
+	want := "process_id:" + strconv.Itoa(pid) + "\r\n"
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
+			return strings.Contains(info, want)
+		}
+	}
+	return false
 }
 
 // waitHealthy waits until every node knows every other and every slot's
 // master, and reports cluster_state:ok. (Without full coverage required, a
 // node reports ok before gossip has told it every slot's master: a client
 // that loaded the slot map from it would send the missing slots' keys to a
-// random node.)
+// random node.) A node that still misses a peer after 2 s meets every peer
+// again: a handshake not done within the node timeout (a loaded machine)
+// is dropped, and nothing retries it.
 func (pc *privateCluster) waitHealthy(nodes []*goredis.Client) {
 	pc.t.Helper()
 	ctx := context.Background()
 	var last string // the CLUSTER INFO of a node not ready yet
-	ready := func() bool {
+	notReady := func() int {
 		for i, n := range nodes {
 			info, err := n.ClusterInfo(ctx).Result()
 			if err != nil || !strings.Contains(info, "cluster_state:ok") ||
 				!strings.Contains(info, "cluster_slots_assigned:16384") ||
 				!strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(nodes))) {
 				last = fmt.Sprintf("%s: %v %s", pc.addrs[i], err, info)
-				return false
+				return i
 			}
 		}
-		return true
+		return -1
 	}
-	for deadline := time.Now().Add(30 * time.Second); !ready(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	start := time.Now()
+	for lastMeet := start; ; time.Sleep(50 * time.Millisecond) {
+		i := notReady()
+		switch {
+		case i < 0:
+			return
+		case time.Since(start) > 30*time.Second:
 			pc.t.Fatalf("the private cluster is not ok after 30s; %s", last)
+		case time.Since(lastMeet) > 2*time.Second:
+			lastMeet = time.Now()
+			pc.meet(nodes[i], pc.addrs[i], slices.Delete(slices.Clone(pc.addrs), i, i+1))
+		}
+	}
+}
+
+// meet sends node (at addr) a CLUSTER MEET for every peer.
+func (pc *privateCluster) meet(node *goredis.Client, addr string, peers []string) {
+	pc.t.Helper()
+	for _, peer := range peers {
+		host, port, _ := net.SplitHostPort(peer)
+		if err := node.ClusterMeet(context.Background(), host, port).Err(); err != nil {
+			pc.t.Fatalf("CLUSTER MEET from %s: %v", addr, err)
 		}
 	}
 }
@@ -211,9 +262,9 @@ func (pc *privateCluster) freeze(i int) (thaw func()) {
 
 // stop kills every node (SIGKILL ends a stopped process too).
 func (pc *privateCluster) stop() {
-	for _, cmd := range pc.procs {
+	for i, cmd := range pc.procs {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-pc.exited[i]
 	}
 }
 
