@@ -20,7 +20,7 @@ const (
 	alertsPath      = "prometheus/alerts.yaml"
 	alertsTestPath  = "prometheus/alerts_test.yaml"
 	chartAlertsPath = "helm/sluice/files/alerts.yaml"
-	runbookPath     = "../docs/howto/operations.md"
+	runbookPath     = "../docs/operations.md"
 )
 
 // prometheusInstall is the command that installs prometheus and promtool
@@ -80,7 +80,7 @@ func loadAlerts(t *testing.T) ruleFile {
 // test rules` on alerts_test.yaml, whose tests feed each alert series that
 // fire it and series that must not. It then checks that every alert has a
 // severity, a summary, a description and a runbook_url whose anchor is a
-// heading of docs/howto/operations.md, that every metric an alert names is
+// heading of docs/operations.md, that every metric an alert names is
 // defined by Sluice's code, and that the chart's copy of the rules is the
 // same file. It skips without promtool, or fails when CI is set.
 func TestAlertRules(t *testing.T) {
@@ -116,14 +116,14 @@ func TestAlertRules(t *testing.T) {
 }
 
 // checkRunbooks fails for an alert without a severity, a summary, a description
-// or a runbook_url pointing at a heading of docs/howto/operations.md named
+// or a runbook_url pointing at a heading of docs/operations.md named
 // after it.
 func checkRunbooks(t *testing.T) {
 	doc, err := os.ReadFile(runbookPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const base = "https://github.com/sluicehq/sluice/blob/main/docs/howto/operations.md#"
+	const base = "https://github.com/sluicehq/sluice/blob/main/docs/operations.md#"
 	rules := 0
 	for _, g := range loadAlerts(t).Groups {
 		for _, r := range g.Rules {

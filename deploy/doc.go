@@ -18,7 +18,7 @@
 //     (TestPrometheus).
 //   - prometheus/alerts.yaml, the alerting rules: `promtool check rules`
 //     and `promtool test rules` on prometheus/alerts_test.yaml, a runbook
-//     section in docs/howto/operations.md for each alert, only metrics that
+//     section in docs/operations.md for each alert, only metrics that
 //     Sluice defines, and the chart's copy identical (TestAlertRules); the
 //     real Prometheus of TestPrometheus loads and evaluates them.
 //
