@@ -114,31 +114,7 @@ func TestHangingOriginInStrictMode(t *testing.T) {
 
 	removeLatency := proxy.Latency(10 * time.Second)
 	decidesBefore, loadsBefore := calls.snapshot()
-	var (
-		mu        sync.Mutex
-		latencies []time.Duration
-		failures  []error
-	)
-	start := time.Now()
-	var all sync.WaitGroup
-	for w := range waves {
-		time.Sleep(time.Until(start.Add(time.Duration(w) * backoff / 2)))
-		for range perWave {
-			all.Go(func() {
-				began := time.Now()
-				res, err := l.Ratelimit(ctx, r)
-				took := time.Since(began)
-				mu.Lock()
-				defer mu.Unlock()
-				latencies = append(latencies, took)
-				if err != nil || !res.Success {
-					failures = append(failures, err)
-				}
-			})
-		}
-	}
-	all.Wait()
-	span := time.Since(start)
+	latencies, failures, span := sendWaves(l, r, waves, perWave, backoff/2)
 	removeLatency()
 	if err := l.Close(); err != nil {
 		t.Errorf("Close after the latency was removed: %v", err)
@@ -156,6 +132,47 @@ func TestHangingOriginInStrictMode(t *testing.T) {
 	if len(decides) == 0 {
 		t.Fatal("no strict-mode decision reached the origin: the counter was not in strict mode")
 	}
+	checkBackedOff(t, decides, span, timeout, backoff)
+	if len(loads) > 0 {
+		t.Errorf("%d origin reads besides the decisions; the counter is warm", len(loads))
+	}
+	if worst := latencies[len(latencies)-1]; worst > timeout+slack {
+		t.Errorf("a request waited %v; the origin timeout is %v", worst, timeout)
+	}
+}
+
+// sendWaves sends waves of perWave concurrent requests r to l, a wave
+// every gap, and returns each request's latency, the errors and denials,
+// and how long the waves took.
+func sendWaves(l *sluice.Limiter, r sluice.Request, waves, perWave int, gap time.Duration) (latencies []time.Duration, failures []error, span time.Duration) {
+	var mu sync.Mutex
+	start := time.Now()
+	var all sync.WaitGroup
+	for w := range waves {
+		time.Sleep(time.Until(start.Add(time.Duration(w) * gap)))
+		for range perWave {
+			all.Go(func() {
+				began := time.Now()
+				res, err := l.Ratelimit(context.Background(), r)
+				took := time.Since(began)
+				mu.Lock()
+				defer mu.Unlock()
+				latencies = append(latencies, took)
+				if err != nil || !res.Success {
+					failures = append(failures, err)
+				}
+			})
+		}
+	}
+	all.Wait()
+	return latencies, failures, time.Since(start)
+}
+
+// checkBackedOff checks that every origin decision in decides failed (the
+// origin hangs for longer than timeout) and that they were at least one
+// back-off apart, so at most one per back-off period over span.
+func checkBackedOff(t *testing.T, decides []loggedCall, span, timeout, backoff time.Duration) {
+	t.Helper()
 	for i, c := range decides {
 		if c.err == nil {
 			t.Errorf("decision %d succeeded through a 10s latency with a %v timeout", i, timeout)
@@ -167,11 +184,5 @@ func TestHangingOriginInStrictMode(t *testing.T) {
 	}
 	if most := int(span/backoff) + 1; len(decides) > most {
 		t.Errorf("%d origin decisions in %v; at most one per back-off period (%d)", len(decides), span, most)
-	}
-	if len(loads) > 0 {
-		t.Errorf("%d origin reads besides the decisions; the counter is warm", len(loads))
-	}
-	if worst := latencies[len(latencies)-1]; worst > timeout+slack {
-		t.Errorf("a request waited %v; the origin timeout is %v", worst, timeout)
 	}
 }

@@ -205,27 +205,9 @@ func testFailover(t *testing.T, fo failover) {
 	}
 	defer l.Close()
 	ctx := context.Background()
-	ws := workspace(t)
-	const d = time.Hour
-	req := func(id string, limit int64) sluice.Request {
-		return sluice.Request{Workspace: ws, Namespace: "failover", Identifier: id, Limit: limit, Duration: d, Cost: 1}
-	}
-
-	// The strict counter: spend its limit of 5, be denied once; with a
-	// higher limit its requests are then admitted by the origin.
-	for i := range 6 {
-		res, err := l.Ratelimit(ctx, req("strict", 5))
-		if err != nil || res.Success != (i < 5) {
-			t.Fatalf("priming request %d: %+v, %v", i, res, err)
-		}
-	}
-	ids := []string{"strict"}
-	for i := range 20 {
-		ids = append(ids, "user-"+strconv.Itoa(i))
-	}
-	key := origin.Key{Workspace: ws, Namespace: "failover", Identifier: "strict", Duration: d}
-	seq := time.Now().UnixMilli() / d.Milliseconds()
-	slot, err := client.ClusterKeySlot(ctx, CellKey(origin.Cell{Key: key, Sequence: seq})).Result()
+	r := newFailoverRun(workspace(t))
+	r.primeStrict(t, l)
+	slot, err := client.ClusterKeySlot(ctx, CellKey(r.cell("strict"))).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,40 +215,7 @@ func testFailover(t *testing.T, fo failover) {
 	master := newTestClient(t, masterAddr)
 	replica := newTestClient(t, replicaAddr)
 
-	admitted := make([]atomic.Int64, len(ids))
-	admitted[0].Store(5)
-	var (
-		requests, errs atomic.Int64
-		slowest        atomic.Int64 // ns
-		stop           = make(chan struct{})
-		load           sync.WaitGroup
-	)
-	for w := range 4 {
-		load.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 3))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				i := rng.IntN(len(ids))
-				began := time.Now()
-				res, err := l.Ratelimit(ctx, req(ids[i], 1<<40))
-				took := time.Since(began)
-				for old := slowest.Load(); int64(took) > old && !slowest.CompareAndSwap(old, int64(took)); old = slowest.Load() {
-				}
-				requests.Add(1)
-				if err != nil {
-					errs.Add(1)
-				} else if res.Success {
-					admitted[i].Add(1)
-				}
-				time.Sleep(200 * time.Microsecond)
-			}
-		})
-	}
-	stopLoad := sync.OnceFunc(func() { close(stop); load.Wait() })
+	stopLoad := r.load(l, 4)
 	defer stopLoad()
 	time.Sleep(500 * time.Millisecond)
 	failoverStart := time.Now()
@@ -285,11 +234,11 @@ func testFailover(t *testing.T, fo failover) {
 		t.Fatalf("Close: %v", err)
 	}
 	t.Logf("failover of slot %d: %s -> %s in %v; %d requests, slowest %v; origin calls by outcome %v",
-		slot, masterAddr, replicaAddr, took.Round(time.Millisecond), requests.Load(), time.Duration(slowest.Load()), rec.outcomes())
-	if n := errs.Load(); n > 0 {
+		slot, masterAddr, replicaAddr, took.Round(time.Millisecond), r.requests.Load(), time.Duration(r.slowest.Load()), rec.outcomes())
+	if n := r.errs.Load(); n > 0 {
 		t.Errorf("%d requests failed during the failover", n)
 	}
-	if worst := time.Duration(slowest.Load()); worst > originTimeout+250*time.Millisecond {
+	if worst := time.Duration(r.slowest.Load()); worst > originTimeout+250*time.Millisecond {
 		t.Errorf("a request took %v; origin calls are bounded by %v", worst, originTimeout)
 	}
 	eventually(t, 15*time.Second, "every node of the cluster to report cluster_state:ok", func() bool {
@@ -303,22 +252,112 @@ func testFailover(t *testing.T, fo failover) {
 		}
 		return true
 	})
+	r.checkConverged(t, client, o, fo.lossless)
+}
 
-	// Convergence: Redis holds what was admitted, and a fresh limiter reads it.
+// failoverRun is the load of testFailover: its counters (the strict one
+// first) and what the limiter answered them.
+type failoverRun struct {
+	ws       string
+	seq      int64
+	ids      []string
+	admitted []atomic.Int64 // by ids
+	requests atomic.Int64
+	errs     atomic.Int64
+	slowest  atomic.Int64 // ns
+}
+
+// failoverWindow is the window of testFailover's counters.
+const failoverWindow = time.Hour
+
+func newFailoverRun(ws string) *failoverRun {
+	ids := []string{"strict"}
+	for i := range 20 {
+		ids = append(ids, "user-"+strconv.Itoa(i))
+	}
+	return &failoverRun{
+		ws: ws, ids: ids, admitted: make([]atomic.Int64, len(ids)),
+		seq: time.Now().UnixMilli() / failoverWindow.Milliseconds(),
+	}
+}
+
+func (r *failoverRun) req(id string, limit int64) sluice.Request {
+	return sluice.Request{Workspace: r.ws, Namespace: "failover", Identifier: id, Limit: limit, Duration: failoverWindow, Cost: 1}
+}
+
+// cell returns the current cell of counter id.
+func (r *failoverRun) cell(id string) origin.Cell {
+	return origin.Cell{Key: origin.Key{Workspace: r.ws, Namespace: "failover", Identifier: id, Duration: failoverWindow}, Sequence: r.seq}
+}
+
+// primeStrict spends the strict counter's limit of 5 and has it denied
+// once: with a higher limit, the origin then admits its requests.
+func (r *failoverRun) primeStrict(t *testing.T, l *sluice.Limiter) {
+	t.Helper()
+	for i := range 6 {
+		res, err := l.Ratelimit(context.Background(), r.req("strict", 5))
+		if err != nil || res.Success != (i < 5) {
+			t.Fatalf("priming request %d: %+v, %v", i, res, err)
+		}
+	}
+	r.admitted[0].Store(5)
+}
+
+// load sends requests on random counters from workers goroutines until the
+// returned function (idempotent) stops them and waits for them.
+func (r *failoverRun) load(l *sluice.Limiter, workers int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				r.send(l, rng.IntN(len(r.ids)))
+				time.Sleep(200 * time.Microsecond)
+			}
+		})
+	}
+	return sync.OnceFunc(func() { close(done); wg.Wait() })
+}
+
+// send sends one request on counter i and records its answer.
+func (r *failoverRun) send(l *sluice.Limiter, i int) {
+	began := time.Now()
+	res, err := l.Ratelimit(context.Background(), r.req(r.ids[i], 1<<40))
+	took := time.Since(began)
+	for old := r.slowest.Load(); int64(took) > old && !r.slowest.CompareAndSwap(old, int64(took)); old = r.slowest.Load() {
+	}
+	r.requests.Add(1)
+	if err != nil {
+		r.errs.Add(1)
+	} else if res.Success {
+		r.admitted[i].Add(1)
+	}
+}
+
+// checkConverged checks that Redis holds what was admitted (never more; a
+// few units less only where the failover may lose writes) and that a fresh
+// limiter reads it.
+func (r *failoverRun) checkConverged(t *testing.T, client goredis.UniversalClient, o *Origin, lossless bool) {
+	t.Helper()
+	ctx := context.Background()
 	fresh, err := sluice.New(sluice.Config{Origin: o})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
 	var lost int64
-	for i, id := range ids {
-		want := admitted[i].Load()
-		k := key
-		k.Identifier = id
+	for i, id := range r.ids {
+		want := r.admitted[i].Load()
 		var got int64
 		eventually(t, 5*time.Second, id+" in Redis", func() bool {
-			got, err = client.HGet(ctx, CellKey(origin.Cell{Key: k, Sequence: seq}), totalField).Int64()
-			return err == nil && (got >= want || !fo.lossless)
+			got, err = client.HGet(ctx, CellKey(r.cell(id)), totalField).Int64()
+			return err == nil && (got >= want || !lossless)
 		})
 		switch {
 		case got > want:
@@ -329,7 +368,7 @@ func testFailover(t *testing.T, fo failover) {
 			t.Logf("%s: Redis holds %d for %d admitted (writes the hung master had not replicated)", id, got, want)
 			lost += want - got
 		}
-		peek := req(id, 1<<40)
+		peek := r.req(id, 1<<40)
 		peek.Cost = 0
 		res, err := fresh.Ratelimit(ctx, peek)
 		if err != nil {
@@ -339,10 +378,10 @@ func testFailover(t *testing.T, fo failover) {
 			t.Errorf("%s: a fresh limiter reads %d, Redis holds %d", id, res.Current, got)
 		}
 	}
-	if total := requests.Load(); lost > total/100 {
+	if total := r.requests.Load(); lost > total/100 {
 		t.Errorf("Redis lost %d of %d admitted units", lost, total)
 	}
-	if admitted[0].Load() <= 5 {
+	if r.admitted[0].Load() <= 5 {
 		t.Errorf("the strict counter admitted nothing under load")
 	}
 }

@@ -23,101 +23,17 @@ func TestCommandsPerCall(t *testing.T) {
 	t.Parallel()
 	srv := testenv.StartRedis(t)
 	client := newTestClient(t, srv.Addr)
-	o := newOrigin(t, Config{Client: client})
-	ctx := context.Background()
-	key := func(i int) origin.Key {
-		return origin.Key{Workspace: "w", Namespace: "n", Identifier: strconv.Itoa(i), Duration: time.Minute}
-	}
-	deltas := make([]origin.Delta, 10)
-	for i := range deltas {
-		deltas[i] = add(origin.Cell{Key: key(i), Sequence: 7}, 2)
-	}
-	raise := func(by int64) func() error {
-		return func() error {
-			for i := range deltas {
-				deltas[i].Sent += by
-			}
-			_, err := o.Apply(ctx, deltas)
-			return err
-		}
-	}
-	imp := func(n int, seq, count int64) func() error {
-		return func() error {
-			imports := make([]origin.Import, n)
-			for i := range imports {
-				imports[i] = origin.Import{Cell: origin.Cell{Key: key(i), Sequence: seq},
-					Counts: []origin.RegionCount{{Region: "eu", Count: count}, {Region: "us", Count: 1}}}
-			}
-			return o.Import(ctx, imports)
-		}
-	}
-	const holder = "leader"
-	if _, err := o.Lead(ctx, origin.LeaseRequest{Holder: holder, TTL: time.Minute}); err != nil {
+	f := newCommandsFixture(newOrigin(t, Config{Client: client}))
+	if _, err := f.o.Lead(context.Background(), origin.LeaseRequest{Holder: commandsHolder, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
-	}
-	impAs := func(n int, seq, count int64, known bool) func() error {
-		return func() error {
-			imports := make([]origin.Import, n)
-			for i := range imports {
-				imports[i] = origin.Import{Cell: origin.Cell{Key: key(i), Sequence: seq},
-					Counts: []origin.RegionCount{{Region: "eu", Count: count}, {Region: "us", Count: 1}}, Known: known, Imported: count + 1}
-			}
-			_, err := o.ImportStored(ctx, holder, imports)
-			return err
-		}
-	}
-	check := origin.Check{Key: key(0), Seq: 7, Elapsed: 1000, Writer: deltas[0].Writer, Sent: 2,
-		Asks: []origin.Ask{{Limit: 100, Cost: 1}}}
-	tests := []struct {
-		name string
-		call func() error
-		want map[string]int64
-	}{
-		{"apply, 10 new cells", raise(0), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
-		{"apply, 10 cells raised", raise(3), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
-		{"apply, 10 cells sent again", raise(0), map[string]int64{"evalsha": 1, "hmget": 10}},
-		{"apply, 300 new cells: two calls", func() error {
-			many := make([]origin.Delta, 300)
-			for i := range many {
-				many[i] = add(origin.Cell{Key: key(i), Sequence: 8}, 1)
-			}
-			_, err := o.Apply(ctx, many)
-			return err
-		}, map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
-		{"import, 10 new cells", imp(10, 9, 1), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
-		{"import, 10 cells raised", imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
-		{"import, 10 cells again", imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10}},
-		{"import, 300 cells: two calls", imp(300, 10, 1), map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
-		{"leader's import, 10 new cells read", impAs(10, 11, 1, false), map[string]int64{"evalsha": 1, "get": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
-		{"leader's import, 10 known cells", impAs(10, 11, 2, true), map[string]int64{"evalsha": 1, "get": 1, "hset": 10}},
-		{"leader's import, 10 known new cells", impAs(10, 12, 2, true), map[string]int64{"evalsha": 1, "get": 1, "hset": 10, "pexpire": 10}},
-		{"load", func() error { _, err := o.Load(ctx, key(0), 7); return err }, map[string]int64{"hmget": 2}},
-		{"decide, admitted", func() error {
-			check.Sent = deltas[0].Sent
-			_, err := o.Decide(ctx, check)
-			return err
-		}, map[string]int64{"evalsha": 1, "hmget": 2, "hset": 1}},
-		{"decide, nothing written", func() error {
-			check.Asks[0].Limit = 0
-			check.Sent = deltas[0].Sent + 1 // the admission above raised the share by 1
-			_, err := o.Decide(ctx, check)
-			return err
-		}, map[string]int64{"evalsha": 1, "hmget": 2}},
 	}
 	// Load the scripts first: a NOSCRIPT answer would add an EVAL.
-	if err := raiseScript.Load(ctx, client).Err(); err != nil {
-		t.Fatal(err)
+	for _, script := range []*goredis.Script{raiseScript, importScript, storeScript, decideScript} {
+		if err := script.Load(context.Background(), client).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := importScript.Load(ctx, client).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := storeScript.Load(ctx, client).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := decideScript.Load(ctx, client).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range tests {
+	for _, tt := range f.cases() {
 		before := testenv.CommandCalls(t, client)
 		if err := tt.call(); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
@@ -132,6 +48,121 @@ func TestCommandsPerCall(t *testing.T) {
 		if !maps.Equal(got, tt.want) {
 			t.Errorf("%s: commands %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// commandsHolder is the lease holder of TestCommandsPerCall's leader.
+const commandsHolder = "leader"
+
+// commandsFixture holds the origin and the cells TestCommandsPerCall calls.
+type commandsFixture struct {
+	o      *Origin
+	deltas []origin.Delta // cells 0 to 9 of sequence 7, raised by raise
+	check  origin.Check   // an origin decision on cell 0
+}
+
+// A commandsCase is a call and the commands Redis counts for it.
+type commandsCase struct {
+	name string
+	call func() error
+	want map[string]int64
+}
+
+func newCommandsFixture(o *Origin) *commandsFixture {
+	f := &commandsFixture{o: o, deltas: make([]origin.Delta, 10)}
+	for i := range f.deltas {
+		f.deltas[i] = add(origin.Cell{Key: commandsKey(i), Sequence: 7}, 2)
+	}
+	f.check = origin.Check{Key: commandsKey(0), Seq: 7, Elapsed: 1000, Writer: f.deltas[0].Writer, Sent: 2,
+		Asks: []origin.Ask{{Limit: 100, Cost: 1}}}
+	return f
+}
+
+// commandsKey returns the key of cell i.
+func commandsKey(i int) origin.Key {
+	return origin.Key{Workspace: "w", Namespace: "n", Identifier: strconv.Itoa(i), Duration: time.Minute}
+}
+
+// cases returns the calls in the order they run: each case's counts
+// depend on what the cases before it wrote.
+func (f *commandsFixture) cases() []commandsCase {
+	ctx := context.Background()
+	return []commandsCase{
+		{"apply, 10 new cells", f.raise(0), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
+		{"apply, 10 cells raised", f.raise(3), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
+		{"apply, 10 cells sent again", f.raise(0), map[string]int64{"evalsha": 1, "hmget": 10}},
+		{"apply, 300 new cells: two calls", f.applyNew(300, 8), map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
+		{"import, 10 new cells", f.imp(10, 9, 1), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
+		{"import, 10 cells raised", f.imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10, "hset": 10}},
+		{"import, 10 cells again", f.imp(10, 9, 2), map[string]int64{"evalsha": 1, "hmget": 10}},
+		{"import, 300 cells: two calls", f.imp(300, 10, 1), map[string]int64{"evalsha": 2, "hmget": 300, "hset": 300, "pexpire": 300}},
+		{"leader's import, 10 new cells read", f.impAs(10, 11, 1, false), map[string]int64{"evalsha": 1, "get": 1, "hmget": 10, "hset": 10, "pexpire": 10}},
+		{"leader's import, 10 known cells", f.impAs(10, 11, 2, true), map[string]int64{"evalsha": 1, "get": 1, "hset": 10}},
+		{"leader's import, 10 known new cells", f.impAs(10, 12, 2, true), map[string]int64{"evalsha": 1, "get": 1, "hset": 10, "pexpire": 10}},
+		{"load", func() error { _, err := f.o.Load(ctx, commandsKey(0), 7); return err }, map[string]int64{"hmget": 2}},
+		{"decide, admitted", func() error {
+			f.check.Sent = f.deltas[0].Sent
+			_, err := f.o.Decide(ctx, f.check)
+			return err
+		}, map[string]int64{"evalsha": 1, "hmget": 2, "hset": 1}},
+		{"decide, nothing written", func() error {
+			f.check.Asks[0].Limit = 0
+			f.check.Sent = f.deltas[0].Sent + 1 // the admission above raised the share by 1
+			_, err := f.o.Decide(ctx, f.check)
+			return err
+		}, map[string]int64{"evalsha": 1, "hmget": 2}},
+	}
+}
+
+// raise returns a call that raises the fixture's 10 cells by by and
+// applies them.
+func (f *commandsFixture) raise(by int64) func() error {
+	return func() error {
+		for i := range f.deltas {
+			f.deltas[i].Sent += by
+		}
+		_, err := f.o.Apply(context.Background(), f.deltas)
+		return err
+	}
+}
+
+// applyNew returns a call that applies n new cells of sequence seq.
+func (f *commandsFixture) applyNew(n int, seq int64) func() error {
+	return func() error {
+		many := make([]origin.Delta, n)
+		for i := range many {
+			many[i] = add(origin.Cell{Key: commandsKey(i), Sequence: seq}, 1)
+		}
+		_, err := f.o.Apply(context.Background(), many)
+		return err
+	}
+}
+
+// commandsImports returns n imports of sequence seq: count from eu, 1 from us.
+func commandsImports(n int, seq, count int64) []origin.Import {
+	imps := make([]origin.Import, n)
+	for i := range imps {
+		imps[i] = origin.Import{Cell: origin.Cell{Key: commandsKey(i), Sequence: seq},
+			Counts: []origin.RegionCount{{Region: "eu", Count: count}, {Region: "us", Count: 1}}}
+	}
+	return imps
+}
+
+// imp returns a call that imports n cells (see commandsImports).
+func (f *commandsFixture) imp(n int, seq, count int64) func() error {
+	return func() error { return f.o.Import(context.Background(), commandsImports(n, seq, count)) }
+}
+
+// impAs returns a call that imports n cells as the leader, marked known or
+// not.
+func (f *commandsFixture) impAs(n int, seq, count int64, known bool) func() error {
+	return func() error {
+		imps := commandsImports(n, seq, count)
+		for i := range imps {
+			imps[i].Known, imps[i].Imported = known, count+1
+		}
+		_, err := f.o.ImportStored(context.Background(), commandsHolder, imps)
+		return err
 	}
 }
 

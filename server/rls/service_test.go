@@ -202,117 +202,125 @@ func summary(res *rlsv3.RateLimitResponse) string {
 	return res.GetOverallCode().String() + " [" + strings.Join(sts, "; ") + "]"
 }
 
+// A decisionStep is one call of a decision case and its summary.
+type decisionStep struct {
+	req  *rlsv3.RateLimitRequest
+	want string
+}
+
+// A decisionCase is a sequence of calls on one service with its rules.
+type decisionCase struct {
+	name      string
+	file      string // rules to load instead of testRules
+	rules     string // rules to parse instead of testRules
+	steps     []decisionStep
+	outcomes  []string // default: not checked
+	untouched bool     // the limiter must not be called
+}
+
+// decisionCases are TestDecisions' cases.
+var decisionCases = []decisionCase{
+	{name: "counts to the limit, then denies", steps: []decisionStep{
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=2]"},
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=0]"},
+		{req("d", 0, desc("user=a")), "OVER_LIMIT [OVER_LIMIT 3/HOUR rem=0]"},
+	}, outcomes: []string{"d/ok", "d/ok", "d/ok", "d/over_limit"}},
+	{name: "each value has its own counter", steps: []decisionStep{
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=2]"},
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
+		{req("d", 0, desc("user=b")), "OK [OK 3/HOUR rem=2]"},
+	}},
+	{name: "all-or-nothing: a call denied on one descriptor spends nothing on the others", steps: []decisionStep{
+		{req("d", 0, desc("user=a"), desc("ip=x")), "OK [OK 3/HOUR rem=2; OK 1/HOUR rem=0]"},
+		{req("d", 0, desc("user=a"), desc("ip=x")), "OVER_LIMIT [OK 3/HOUR rem=2; OVER_LIMIT 1/HOUR rem=0]"},
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
+	}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
+	{name: "one counter twice in a call counts twice, all-or-nothing", steps: []decisionStep{
+		{req("d", 0, desc("ip=x"), desc("ip=x")), "OVER_LIMIT [OK 1/HOUR rem=1; OVER_LIMIT 1/HOUR rem=1]"},
+		{req("d", 0, desc("ip=x")), "OK [OK 1/HOUR rem=0]"},
+	}},
+	{name: "request hits_addend is the cost, 0 means 1", steps: []decisionStep{
+		{req("d", 2, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
+		{req("d", 2, desc("user=a")), "OVER_LIMIT [OVER_LIMIT 3/HOUR rem=1]"},
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=0]"},
+	}},
+	{name: "descriptor hits_addend beats the request's, 0 checks without spending", steps: []decisionStep{
+		{req("d", 3, withHits(desc("user=a"), 1)), "OK [OK 3/HOUR rem=2]"},
+		{req("d", 3, withHits(desc("user=a"), 0)), "OK [OK 3/HOUR rem=2]"},
+		{req("d", 1, withHits(desc("user=a"), 3)), "OVER_LIMIT [OVER_LIMIT 3/HOUR rem=2]"},
+	}},
+	{name: "unlimited answers OK without the limiter", untouched: true, steps: []decisionStep{
+		{req("d", 0, desc("free=x")), "OK [OK rem=4294967295]"},
+		{req("d", 9, desc("free=x")), "OK [OK rem=4294967295]"},
+	}, outcomes: []string{"d/ok", "d/ok"}},
+	{name: "unmatched descriptors are OK with no limit", untouched: true, steps: []decisionStep{
+		{req("d", 0, desc("nothing=x")), "OK [OK rem=0]"},
+		{req("d", 0, desc("user=a,extra=b")), "OK [OK rem=0]"},
+	}},
+	{name: "unknown domain: everything is OK", untouched: true, steps: []decisionStep{
+		{req("other", 0, desc("user=a")), "OK [OK rem=0]"},
+	}, outcomes: []string{"/ok"}},
+	{name: "shadow mode counts but never denies", steps: []decisionStep{
+		{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=1]"},
+		{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=0]"},
+		{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=0]"},
+	}, outcomes: []string{"d/ok", "d/ok", "d/shadow_over_limit"}},
+	{name: "a denied call spends nothing on shadow descriptors", steps: []decisionStep{
+		{req("d", 0, desc("ip=x"), desc("watch=w")), "OK [OK 1/HOUR rem=0; OK 2/HOUR rem=1]"},
+		{req("d", 0, desc("ip=x"), desc("watch=w")), "OVER_LIMIT [OVER_LIMIT 1/HOUR rem=0; OK 2/HOUR rem=1]"},
+		{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=0]"},
+	}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
+	{name: "mixed statuses keep the request's order", steps: []decisionStep{
+		{req("d", 0, desc("nothing=x"), desc("free=y"), desc("user=a"), desc("watch=w")),
+			"OK [OK rem=0; OK rem=4294967295; OK 3/HOUR rem=2; OK 2/HOUR rem=1]"},
+	}},
+	{name: "requests_per_unit 0 blocks everything", steps: []decisionStep{
+		{req("d", 0, desc("blocked=x")), "OVER_LIMIT [OVER_LIMIT 0/HOUR rem=0]"},
+	}},
+	{name: "unit_multiplier and name are reported", steps: []decisionStep{
+		{req("d", 0, desc("window=x")), "OK [OK 5/SECONDx90 (ninety) rem=4]"},
+	}},
+	{name: "a descriptor's own limit overrides the rules", steps: []decisionStep{
+		{req("d", 0, withLimit(desc("user=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK 2/MINUTE rem=1]"},
+		{req("d", 0, withLimit(desc("nothing=a"), 2, typev3.RateLimitUnit_DAY, 3)), "OK [OK 2/DAYx3 rem=1]"},
+		{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=2]"},
+	}},
+	{name: "a descriptor's own limit needs a known domain", untouched: true, steps: []decisionStep{
+		{req("other", 0, withLimit(desc("user=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
+		{req("other", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK rem=0]"},
+	}},
+	{name: "a descriptor's own limit is ignored where the domain does not allow it", rules: strictRules, steps: []decisionStep{
+		{req("d", 0, withLimit(desc("user=a"), 1000, typev3.RateLimitUnit_YEAR, 200)), "OK [OK 3/HOUR rem=2]"},
+		{req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK 3/HOUR rem=1]"},
+		{req("d", 0, withLimit(desc("nothing=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
+	}},
+	{name: "report: hits count past the limit, never OVER_LIMIT; 0 hits check the limit", steps: []decisionStep{
+		{req("d", 0, withHits(desc("tokens=t"), 0)), "OK [OK 1000/HOUR rem=1000]"},
+		{req("d", 0, withHits(desc("tokens=t"), 900)), "OK [OK 1000/HOUR rem=100]"},
+		{req("d", 0, withHits(desc("tokens=t"), 300)), "OK [OK 1000/HOUR rem=0]"},
+		{req("d", 0, withHits(desc("tokens=t"), 0)), "OVER_LIMIT [OVER_LIMIT 1000/HOUR rem=0]"},
+		{req("d", 5, desc("tokens=t")), "OK [OK 1000/HOUR rem=0]"},
+	}, outcomes: []string{"d/ok", "d/reported", "d/reported", "d/over_limit", "d/reported"}},
+	{name: "a call denied on another descriptor still counts its reports", steps: []decisionStep{
+		{req("d", 0, desc("ip=x"), withHits(desc("tokens=u"), 10)), "OK [OK 1/HOUR rem=0; OK 1000/HOUR rem=990]"},
+		{req("d", 0, desc("ip=x"), withHits(desc("tokens=u"), 10)), "OVER_LIMIT [OVER_LIMIT 1/HOUR rem=0; OK 1000/HOUR rem=980]"},
+		{req("d", 0, withHits(desc("tokens=u"), 0)), "OK [OK 1000/HOUR rem=980]"},
+	}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
+	{name: "a report rule's descriptor with its own limit still reports", steps: []decisionStep{
+		{req("d", 0, withLimit(withHits(desc("tokens=v"), 50), 10, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK 10/MINUTE rem=0]"},
+		{req("d", 0, withLimit(withHits(desc("tokens=v"), 0), 10, typev3.RateLimitUnit_MINUTE, 0)), "OVER_LIMIT [OVER_LIMIT 10/MINUTE rem=0]"},
+	}, outcomes: []string{"d/reported", "d/over_limit"}},
+	{name: "replaces drops the replaced limit from the call", file: "testdata/examples/7-replaces.yaml", steps: []decisionStep{
+		{req("example7", 0, desc("key_1=value_1,user=alice")), "OK [OK 5/SECOND (specific_limit) rem=4]"},
+		{req("example7", 0, desc("key_1=value_1,user=alice"), desc("key_2=value_2,user=alice")), "OK [OK rem=0; OK 10/SECOND rem=9]"},
+		{req("example7", 0, desc("key_1=value_1,user=alice")), "OK [OK 5/SECOND (specific_limit) rem=3]"},
+	}},
+}
+
+// TestDecisions runs each of decisionCases on a service of its own.
 func TestDecisions(t *testing.T) {
-	type step struct {
-		req  *rlsv3.RateLimitRequest
-		want string
-	}
-	tests := []struct {
-		name      string
-		file      string // rules to load instead of testRules
-		rules     string // rules to parse instead of testRules
-		steps     []step
-		outcomes  []string // default: not checked
-		untouched bool     // the limiter must not be called
-	}{
-		{name: "counts to the limit, then denies", steps: []step{
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=2]"},
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=0]"},
-			{req("d", 0, desc("user=a")), "OVER_LIMIT [OVER_LIMIT 3/HOUR rem=0]"},
-		}, outcomes: []string{"d/ok", "d/ok", "d/ok", "d/over_limit"}},
-		{name: "each value has its own counter", steps: []step{
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=2]"},
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
-			{req("d", 0, desc("user=b")), "OK [OK 3/HOUR rem=2]"},
-		}},
-		{name: "all-or-nothing: a call denied on one descriptor spends nothing on the others", steps: []step{
-			{req("d", 0, desc("user=a"), desc("ip=x")), "OK [OK 3/HOUR rem=2; OK 1/HOUR rem=0]"},
-			{req("d", 0, desc("user=a"), desc("ip=x")), "OVER_LIMIT [OK 3/HOUR rem=2; OVER_LIMIT 1/HOUR rem=0]"},
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
-		}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
-		{name: "one counter twice in a call counts twice, all-or-nothing", steps: []step{
-			{req("d", 0, desc("ip=x"), desc("ip=x")), "OVER_LIMIT [OK 1/HOUR rem=1; OVER_LIMIT 1/HOUR rem=1]"},
-			{req("d", 0, desc("ip=x")), "OK [OK 1/HOUR rem=0]"},
-		}},
-		{name: "request hits_addend is the cost, 0 means 1", steps: []step{
-			{req("d", 2, desc("user=a")), "OK [OK 3/HOUR rem=1]"},
-			{req("d", 2, desc("user=a")), "OVER_LIMIT [OVER_LIMIT 3/HOUR rem=1]"},
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=0]"},
-		}},
-		{name: "descriptor hits_addend beats the request's, 0 checks without spending", steps: []step{
-			{req("d", 3, withHits(desc("user=a"), 1)), "OK [OK 3/HOUR rem=2]"},
-			{req("d", 3, withHits(desc("user=a"), 0)), "OK [OK 3/HOUR rem=2]"},
-			{req("d", 1, withHits(desc("user=a"), 3)), "OVER_LIMIT [OVER_LIMIT 3/HOUR rem=2]"},
-		}},
-		{name: "unlimited answers OK without the limiter", untouched: true, steps: []step{
-			{req("d", 0, desc("free=x")), "OK [OK rem=4294967295]"},
-			{req("d", 9, desc("free=x")), "OK [OK rem=4294967295]"},
-		}, outcomes: []string{"d/ok", "d/ok"}},
-		{name: "unmatched descriptors are OK with no limit", untouched: true, steps: []step{
-			{req("d", 0, desc("nothing=x")), "OK [OK rem=0]"},
-			{req("d", 0, desc("user=a,extra=b")), "OK [OK rem=0]"},
-		}},
-		{name: "unknown domain: everything is OK", untouched: true, steps: []step{
-			{req("other", 0, desc("user=a")), "OK [OK rem=0]"},
-		}, outcomes: []string{"/ok"}},
-		{name: "shadow mode counts but never denies", steps: []step{
-			{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=1]"},
-			{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=0]"},
-			{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=0]"},
-		}, outcomes: []string{"d/ok", "d/ok", "d/shadow_over_limit"}},
-		{name: "a denied call spends nothing on shadow descriptors", steps: []step{
-			{req("d", 0, desc("ip=x"), desc("watch=w")), "OK [OK 1/HOUR rem=0; OK 2/HOUR rem=1]"},
-			{req("d", 0, desc("ip=x"), desc("watch=w")), "OVER_LIMIT [OVER_LIMIT 1/HOUR rem=0; OK 2/HOUR rem=1]"},
-			{req("d", 0, desc("watch=w")), "OK [OK 2/HOUR rem=0]"},
-		}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
-		{name: "mixed statuses keep the request's order", steps: []step{
-			{req("d", 0, desc("nothing=x"), desc("free=y"), desc("user=a"), desc("watch=w")),
-				"OK [OK rem=0; OK rem=4294967295; OK 3/HOUR rem=2; OK 2/HOUR rem=1]"},
-		}},
-		{name: "requests_per_unit 0 blocks everything", steps: []step{
-			{req("d", 0, desc("blocked=x")), "OVER_LIMIT [OVER_LIMIT 0/HOUR rem=0]"},
-		}},
-		{name: "unit_multiplier and name are reported", steps: []step{
-			{req("d", 0, desc("window=x")), "OK [OK 5/SECONDx90 (ninety) rem=4]"},
-		}},
-		{name: "a descriptor's own limit overrides the rules", steps: []step{
-			{req("d", 0, withLimit(desc("user=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK 2/MINUTE rem=1]"},
-			{req("d", 0, withLimit(desc("nothing=a"), 2, typev3.RateLimitUnit_DAY, 3)), "OK [OK 2/DAYx3 rem=1]"},
-			{req("d", 0, desc("user=a")), "OK [OK 3/HOUR rem=2]"},
-		}},
-		{name: "a descriptor's own limit needs a known domain", untouched: true, steps: []step{
-			{req("other", 0, withLimit(desc("user=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
-			{req("other", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK rem=0]"},
-		}},
-		{name: "a descriptor's own limit is ignored where the domain does not allow it", rules: strictRules, steps: []step{
-			{req("d", 0, withLimit(desc("user=a"), 1000, typev3.RateLimitUnit_YEAR, 200)), "OK [OK 3/HOUR rem=2]"},
-			{req("d", 0, withLimit(desc("user=a"), 1, typev3.RateLimitUnit_UNKNOWN, 0)), "OK [OK 3/HOUR rem=1]"},
-			{req("d", 0, withLimit(desc("nothing=a"), 2, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK rem=0]"},
-		}},
-		{name: "report: hits count past the limit, never OVER_LIMIT; 0 hits check the limit", steps: []step{
-			{req("d", 0, withHits(desc("tokens=t"), 0)), "OK [OK 1000/HOUR rem=1000]"},
-			{req("d", 0, withHits(desc("tokens=t"), 900)), "OK [OK 1000/HOUR rem=100]"},
-			{req("d", 0, withHits(desc("tokens=t"), 300)), "OK [OK 1000/HOUR rem=0]"},
-			{req("d", 0, withHits(desc("tokens=t"), 0)), "OVER_LIMIT [OVER_LIMIT 1000/HOUR rem=0]"},
-			{req("d", 5, desc("tokens=t")), "OK [OK 1000/HOUR rem=0]"},
-		}, outcomes: []string{"d/ok", "d/reported", "d/reported", "d/over_limit", "d/reported"}},
-		{name: "a call denied on another descriptor still counts its reports", steps: []step{
-			{req("d", 0, desc("ip=x"), withHits(desc("tokens=u"), 10)), "OK [OK 1/HOUR rem=0; OK 1000/HOUR rem=990]"},
-			{req("d", 0, desc("ip=x"), withHits(desc("tokens=u"), 10)), "OVER_LIMIT [OVER_LIMIT 1/HOUR rem=0; OK 1000/HOUR rem=980]"},
-			{req("d", 0, withHits(desc("tokens=u"), 0)), "OK [OK 1000/HOUR rem=980]"},
-		}, outcomes: []string{"d/ok", "d/over_limit", "d/ok"}},
-		{name: "a report rule's descriptor with its own limit still reports", steps: []step{
-			{req("d", 0, withLimit(withHits(desc("tokens=v"), 50), 10, typev3.RateLimitUnit_MINUTE, 0)), "OK [OK 10/MINUTE rem=0]"},
-			{req("d", 0, withLimit(withHits(desc("tokens=v"), 0), 10, typev3.RateLimitUnit_MINUTE, 0)), "OVER_LIMIT [OVER_LIMIT 10/MINUTE rem=0]"},
-		}, outcomes: []string{"d/reported", "d/over_limit"}},
-		{name: "replaces drops the replaced limit from the call", file: "testdata/examples/7-replaces.yaml", steps: []step{
-			{req("example7", 0, desc("key_1=value_1,user=alice")), "OK [OK 5/SECOND (specific_limit) rem=4]"},
-			{req("example7", 0, desc("key_1=value_1,user=alice"), desc("key_2=value_2,user=alice")), "OK [OK rem=0; OK 10/SECOND rem=9]"},
-			{req("example7", 0, desc("key_1=value_1,user=alice")), "OK [OK 5/SECOND (specific_limit) rem=3]"},
-		}},
-	}
-	for _, tt := range tests {
+	for _, tt := range decisionCases {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := mustParse(t, testRules)
 			switch {
