@@ -45,89 +45,109 @@ func invariantNodes(t interface{ Fatal(...any) }, n int, store origin.Origin, cf
 // it.
 func TestLocalViewNeverExceedsRegion(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var now atomic.Int64
-		now.Store(1_700_000_000_000)
-		clock := func() time.Time { return time.UnixMilli(now.Load()) }
-		store := memory.New(clock)
+		r := &invariantRun{admitted: map[origin.Cell]int64{}}
+		r.now.Store(1_700_000_000_000)
+		store := memory.New(r.clock)
 		refresh := rapid.SampledFrom([]time.Duration{time.Millisecond, 50 * time.Millisecond, time.Hour}).Draw(t, "RefreshAfter")
-		nodes := invariantNodes(t, rapid.IntRange(2, 4).Draw(t, "nodes"), store,
-			Config{Clock: clock, RefreshAfter: refresh, ReplayInterval: time.Millisecond})
+		r.nodes = invariantNodes(t, rapid.IntRange(2, 4).Draw(t, "nodes"), store,
+			Config{Clock: r.clock, RefreshAfter: refresh, ReplayInterval: time.Millisecond})
 		defer func() {
-			for _, l := range nodes {
+			for _, l := range r.nodes {
 				_ = l.Close()
 			}
 		}()
-		admitted := map[origin.Cell]int64{}
-		ctx := context.Background()
-		draw := func(label string) Request {
-			limit := rapid.SampledFrom([]int64{0, 1, 3, 10}).Draw(t, label+"limit")
-			return Request{
-				Namespace:  "inv",
-				Identifier: rapid.SampledFrom([]string{"a", "b"}).Draw(t, label+"id"),
-				Limit:      limit,
-				Duration:   rapid.SampledFrom([]time.Duration{100 * time.Millisecond, time.Second}).Draw(t, label+"duration"),
-				Cost:       rapid.Int64Range(0, 3).Draw(t, label+"cost"),
-				Time:       clock(),
-			}
-		}
-		cellOf := func(r Request) origin.Cell {
-			var q resolved
-			err := resolve(&q, &r, nil) // r.Time is set
-			if err != nil {
-				t.Fatal(err)
-			}
-			return q.current()
-		}
 		for step := range rapid.IntRange(1, 120).Draw(t, "steps") {
-			var did string
-			switch rapid.IntRange(0, 11).Draw(t, "action") {
-			case 0, 1, 2, 3:
-				r := draw("")
-				node := rapid.IntRange(0, len(nodes)-1).Draw(t, "node")
-				res, err := nodes[node].Ratelimit(ctx, r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res.Success {
-					admitted[cellOf(r)] += r.Cost
-				}
-				did = fmt.Sprintf("node %d: %+v -> %v", node, r, res.Success)
-			case 4, 5:
-				var rs []Request
-				rs, did = invariantBatch(t, nodes, draw, false)
-				for _, r := range rs {
-					admitted[cellOf(r)] += r.Cost
-				}
-			case 6, 7:
-				step := rapid.SampledFrom([]int64{1, 10, 99, 100, 400, 1000}).Draw(t, "ms")
-				now.Add(step)
-				did = fmt.Sprintf("time +%d ms", step)
-			case 8:
-				time.Sleep(3 * time.Millisecond) // replays land and merge back
-				did = "pause"
-			case 10, 11: // usage after the fact: counted whatever the limit
-				var rs []Request
-				rs, did = invariantBatch(t, nodes, draw, true)
-				for _, r := range rs {
-					admitted[cellOf(r)] += r.Cost
-				}
-			default:
-				did = "nothing"
-			}
-			for cell, total := range admitted {
-				for i, l := range nodes {
-					c := l.cells.load(l.cells.keyHash(&cell.Key), &cell)
-					if c == nil {
-						continue
-					}
-					if local := c.committed(); local > total {
-						t.Fatalf("step %d (%s): node %d holds %d committed on %v/%d, the region admitted %d",
-							step, did, i, local, cell.Identifier, cell.Sequence, total)
-					}
-				}
-			}
+			did := r.step(t)
+			r.check(t, step, did)
 		}
 	})
+}
+
+// invariantRun is one run of TestLocalViewNeverExceedsRegion: the nodes,
+// their virtual clock, and what the region admitted in each cell.
+type invariantRun struct {
+	nodes    []*Limiter
+	now      atomic.Int64 // Unix ms
+	admitted map[origin.Cell]int64
+}
+
+func (r *invariantRun) clock() time.Time { return time.UnixMilli(r.now.Load()) }
+
+// draw draws a request at the run's time; label prefixes its draws' names.
+func (r *invariantRun) draw(t *rapid.T, label string) Request {
+	limit := rapid.SampledFrom([]int64{0, 1, 3, 10}).Draw(t, label+"limit")
+	return Request{
+		Namespace:  "inv",
+		Identifier: rapid.SampledFrom([]string{"a", "b"}).Draw(t, label+"id"),
+		Limit:      limit,
+		Duration:   rapid.SampledFrom([]time.Duration{100 * time.Millisecond, time.Second}).Draw(t, label+"duration"),
+		Cost:       rapid.Int64Range(0, 3).Draw(t, label+"cost"),
+		Time:       r.clock(),
+	}
+}
+
+// count adds the costs of the admitted requests rs to their cells.
+func (r *invariantRun) count(t *rapid.T, rs ...Request) {
+	for _, req := range rs {
+		var q resolved
+		if err := resolve(&q, &req, nil); err != nil { // req.Time is set
+			t.Fatal(err)
+		}
+		r.admitted[q.current()] += req.Cost
+	}
+}
+
+// step draws and takes one action: a request, a batch, reports, time going
+// by or a pause for the replays; it returns what it did.
+func (r *invariantRun) step(t *rapid.T) string {
+	draw := func(label string) Request { return r.draw(t, label) }
+	switch rapid.IntRange(0, 11).Draw(t, "action") {
+	case 0, 1, 2, 3:
+		req := r.draw(t, "")
+		node := rapid.IntRange(0, len(r.nodes)-1).Draw(t, "node")
+		res, err := r.nodes[node].Ratelimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Success {
+			r.count(t, req)
+		}
+		return fmt.Sprintf("node %d: %+v -> %v", node, req, res.Success)
+	case 4, 5:
+		rs, did := invariantBatch(t, r.nodes, draw, false)
+		r.count(t, rs...)
+		return did
+	case 6, 7:
+		step := rapid.SampledFrom([]int64{1, 10, 99, 100, 400, 1000}).Draw(t, "ms")
+		r.now.Add(step)
+		return fmt.Sprintf("time +%d ms", step)
+	case 8:
+		time.Sleep(3 * time.Millisecond) // replays land and merge back
+		return "pause"
+	case 10, 11: // usage after the fact: counted whatever the limit
+		rs, did := invariantBatch(t, r.nodes, draw, true)
+		r.count(t, rs...)
+		return did
+	default:
+		return "nothing"
+	}
+}
+
+// check fails t if a node holds more committed in a cell than the region
+// admitted there.
+func (r *invariantRun) check(t *rapid.T, step int, did string) {
+	for cell, total := range r.admitted {
+		for i, l := range r.nodes {
+			c := l.cells.load(l.cells.keyHash(&cell.Key), &cell)
+			if c == nil {
+				continue
+			}
+			if local := c.committed(); local > total {
+				t.Fatalf("step %d (%s): node %d holds %d committed on %v/%d, the region admitted %d",
+					step, did, i, local, cell.Identifier, cell.Sequence, total)
+			}
+		}
+	}
 }
 
 // invariantBatch sends a batch of requests drawn with draw to a node drawn
@@ -189,103 +209,122 @@ func TestLocalViewNeverExceedsRegionConcurrently(t *testing.T) {
 		t.Skip("concurrent stress")
 	}
 	store := memory.New(nil)
-	withdrawals := &withdrawCounter{Store: store}
-	nodes := invariantNodes(t, 3, withdrawals, Config{RefreshAfter: 5 * time.Millisecond, ReplayInterval: time.Millisecond})
+	c := &concurrentRun{withdrawals: &withdrawCounter{Store: store}}
+	c.nodes = invariantNodes(t, 3, c.withdrawals, Config{RefreshAfter: 5 * time.Millisecond, ReplayInterval: time.Millisecond})
 	defer func() {
-		for _, l := range nodes {
+		for _, l := range c.nodes {
 			_ = l.Close()
 		}
 	}()
-	ctx := context.Background()
-	base := Request{Namespace: "inv", Identifier: "hot", Duration: time.Hour, Time: time.UnixMilli(1_700_000_000_000)}
+	c.base = Request{Namespace: "inv", Identifier: "hot", Duration: time.Hour, Time: time.UnixMilli(1_700_000_000_000)}
 	var q resolved
-	err := resolve(&q, &base, nil)
-	if err != nil {
+	if err := resolve(&q, &c.base, nil); err != nil {
 		t.Fatal(err)
 	}
-	cell := q.current()
-	var inFlight, admitted atomic.Int64
-	var violations atomic.Int64
-	var first sync.Once
+	c.cell = q.current()
 	stop := make(chan struct{})
 	var checker sync.WaitGroup
-	checker.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for i, l := range nodes {
-				c := l.cells.load(l.cells.keyHash(&cell.Key), &cell)
-				if c == nil {
-					continue
-				}
-				local := c.committed()
-				bound := inFlight.Load() + admitted.Load() + withdrawals.units.Load()
-				if local > bound {
-					violations.Add(1)
-					first.Do(func() { t.Errorf("node %d holds %d committed, the region admitted at most %d", i, local, bound) })
-				}
-			}
-		}
-	})
+	checker.Go(func() { c.checkUntil(t, stop) })
 	// Origin reads besides the limiters' own: each node merges the origin's
 	// total into its cell all the time, as a hydration, refresh or replay
 	// does.
-	for _, l := range nodes {
-		checker.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if c := l.cells.load(l.cells.keyHash(&cell.Key), &cell); c != nil {
-					counts, _ := store.Load(ctx, cell.Key, cell.Sequence)
-					c.mergeRead(counts.Current)
-				}
-			}
-		})
+	for _, l := range c.nodes {
+		checker.Go(func() { c.mergeUntil(l, store, stop) })
 	}
 	var callers sync.WaitGroup
 	for w := range 6 {
-		callers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			l := nodes[w%len(nodes)]
-			for range 1500 {
-				r := base
-				r.Limit = []int64{200, 400, 600}[rng.IntN(3)]
-				r.Cost = 1 + rng.Int64N(3)
-				switch rng.IntN(3) {
-				case 0:
-					inFlight.Add(r.Cost)
-					res, _ := l.Ratelimit(ctx, r)
-					if res.Success {
-						admitted.Add(r.Cost)
-					}
-					inFlight.Add(-r.Cost)
-				case 1:
-					inFlight.Add(2 * r.Cost)
-					out, _ := l.RatelimitMany(ctx, []Request{r, r})
-					if out[0].Success && out[1].Success {
-						admitted.Add(2 * r.Cost)
-					}
-					inFlight.Add(-2 * r.Cost)
-				default: // rolls back: admits nothing
-					never := base
-					never.Identifier, never.Limit, never.Cost = "closed", 0, 1
-					inFlight.Add(r.Cost)
-					_, _ = l.RatelimitMany(ctx, []Request{r, never})
-					inFlight.Add(-r.Cost)
-				}
-			}
-		})
+		callers.Go(func() { c.call(c.nodes[w%len(c.nodes)], rand.New(rand.NewPCG(uint64(w), 11)), 1500) })
 	}
 	callers.Wait()
 	close(stop)
 	checker.Wait()
-	t.Logf("admitted %d units, %d withdrawn from reservations; %d violations", admitted.Load(), withdrawals.units.Load(), violations.Load())
+	t.Logf("admitted %d units, %d withdrawn from reservations; %d violations", c.admitted.Load(), c.withdrawals.units.Load(), c.violations.Load())
+}
+
+// concurrentRun is TestLocalViewNeverExceedsRegionConcurrently's state:
+// the nodes, the one cell every request goes to, and the units in flight
+// and admitted, which bound what any node may hold committed.
+type concurrentRun struct {
+	nodes                          []*Limiter
+	withdrawals                    *withdrawCounter
+	base                           Request
+	cell                           origin.Cell
+	inFlight, admitted, violations atomic.Int64
+	first                          sync.Once
+}
+
+// checkUntil reads every node's committed count, then the bound, until
+// stop is closed, and reports the first violation.
+func (c *concurrentRun) checkUntil(t *testing.T, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for i, l := range c.nodes {
+			cl := l.cells.load(l.cells.keyHash(&c.cell.Key), &c.cell)
+			if cl == nil {
+				continue
+			}
+			local := cl.committed()
+			bound := c.inFlight.Load() + c.admitted.Load() + c.withdrawals.units.Load()
+			if local > bound {
+				c.violations.Add(1)
+				c.first.Do(func() { t.Errorf("node %d holds %d committed, the region admitted at most %d", i, local, bound) })
+			}
+		}
+	}
+}
+
+// mergeUntil merges the origin's total of the cell into l's cell until
+// stop is closed.
+func (c *concurrentRun) mergeUntil(l *Limiter, store *memory.Store, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if cl := l.cells.load(l.cells.keyHash(&c.cell.Key), &c.cell); cl != nil {
+			counts, _ := store.Load(context.Background(), c.cell.Key, c.cell.Sequence)
+			cl.mergeRead(counts.Current)
+		}
+	}
+}
+
+// call sends n calls to l: single requests, batches of two, and batches
+// that roll back, counting their costs in flight during the call and as
+// admitted after it.
+func (c *concurrentRun) call(l *Limiter, rng *rand.Rand, n int) {
+	ctx := context.Background()
+	for range n {
+		r := c.base
+		r.Limit = []int64{200, 400, 600}[rng.IntN(3)]
+		r.Cost = 1 + rng.Int64N(3)
+		switch rng.IntN(3) {
+		case 0:
+			c.inFlight.Add(r.Cost)
+			res, _ := l.Ratelimit(ctx, r)
+			if res.Success {
+				c.admitted.Add(r.Cost)
+			}
+			c.inFlight.Add(-r.Cost)
+		case 1:
+			c.inFlight.Add(2 * r.Cost)
+			out, _ := l.RatelimitMany(ctx, []Request{r, r})
+			if out[0].Success && out[1].Success {
+				c.admitted.Add(2 * r.Cost)
+			}
+			c.inFlight.Add(-2 * r.Cost)
+		default: // rolls back: admits nothing
+			never := c.base
+			never.Identifier, never.Limit, never.Cost = "closed", 0, 1
+			c.inFlight.Add(r.Cost)
+			_, _ = l.RatelimitMany(ctx, []Request{r, never})
+			c.inFlight.Add(-r.Cost)
+		}
+	}
 }
 
 // withdrawCounter is a memory origin that counts the units it admitted to

@@ -177,69 +177,85 @@ func TestRegionFaults(t *testing.T) {
 			t.Parallel() // each on a Redis and a proxy of its own; most of its time waits on the fault and the replays
 			server := testenv.StartRedis(t)
 			proxy := testenv.NewProxy(t, server.Addr)
-			node := newRegionNode(t, proxy.Addr(), sluice.Config{OriginTimeout: readTimeout, ReplayTimeout: readTimeout})
-			ctx := context.Background()
-			ids := make([]string, 20)
-			for i := range ids {
-				ids[i] = "user-" + strconv.Itoa(i)
-			}
-			var accepted [20]atomic.Int64
-			var latencies []time.Duration
-			load := func(d time.Duration, fresh string) {
-				t.Helper()
-				for end := time.Now().Add(d); time.Now().Before(end); {
-					for i, id := range ids {
-						start := time.Now()
-						res, err := node.Ratelimit(ctx, sluice.Request{Namespace: "faults", Identifier: id + fresh,
-							Limit: 1 << 40, Duration: time.Hour, Cost: 1})
-						latencies = append(latencies, time.Since(start))
-						if err != nil {
-							t.Fatalf("a caller got an error: %v", err)
-						}
-						if res.Success && fresh == "" {
-							accepted[i].Add(1)
-						}
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}
-			load(300*time.Millisecond, "")
+			l := &faultLoad{node: newRegionNode(t, proxy.Addr(), sluice.Config{OriginTimeout: readTimeout, ReplayTimeout: readTimeout})}
+			l.run(t, 300*time.Millisecond, "")
 			end := tc.fault(proxy, server)
-			latencies = latencies[:0]
-			load(2*time.Second, "")
-			load(200*time.Millisecond, "-cold") // cold counters while the fault lasts
-			slices.Sort(latencies)
-			p99, worst := latencies[len(latencies)*99/100], latencies[len(latencies)-1]
+			l.latencies = l.latencies[:0]
+			l.run(t, 2*time.Second, "")
+			l.run(t, 200*time.Millisecond, "-cold") // cold counters while the fault lasts
+			slices.Sort(l.latencies)
+			p99, worst := l.latencies[len(l.latencies)*99/100], l.latencies[len(l.latencies)-1]
 			t.Logf("during the fault: %d decisions, p50 %v, p99 %v, max %v, breaker %v",
-				len(latencies), latencies[len(latencies)/2], p99, worst, node.origin.BreakerState())
+				len(l.latencies), l.latencies[len(l.latencies)/2], p99, worst, l.node.origin.BreakerState())
 			if worst > 5*readTimeout {
 				t.Fatalf("a decision took %v during the fault; reads are bounded by %v", worst, readTimeout)
 			}
 			end()
-			load(300*time.Millisecond, "")
+			l.run(t, 300*time.Millisecond, "")
 			// Every accepted increment reaches Redis once it is back, without
 			// a restart of the limiter.
-			client := goredis.NewClient(&goredis.Options{Addr: server.Addr})
-			defer client.Close()
-			seq := time.Now().UnixMilli() / time.Hour.Milliseconds()
-			deadline := time.Now().Add(15 * time.Second)
-			for i, id := range ids {
-				want := accepted[i].Load()
-				key := redis.CellKey(origin.Cell{Key: origin.Key{Namespace: "faults", Identifier: id, Duration: time.Hour}, Sequence: seq})
-				for {
-					got, err := client.HGet(ctx, key, "n").Int64()
-					if err == nil && got > want {
-						t.Fatalf("%s: Redis holds %d for %d accepted increments: counted twice", id, got, want)
-					}
-					if err == nil && got == want {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s: Redis holds %d (%v), want %d accepted increments", id, got, err, want)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
+			l.checkInRedis(t, server.Addr, 15*time.Second)
 		})
+	}
+}
+
+// faultLoad is TestRegionFaults' load on one node: 20 counters, what each
+// accepted, and every decision's latency.
+type faultLoad struct {
+	node      regionNode
+	accepted  [20]atomic.Int64
+	latencies []time.Duration
+}
+
+// faultID returns the identifier of counter i.
+func faultID(i int) string { return "user-" + strconv.Itoa(i) }
+
+// run sends a request to each counter (whose identifiers end with fresh)
+// in turn, with a pause of a millisecond after each turn, for d. It counts
+// the admissions of the counters whose identifiers end with nothing.
+func (l *faultLoad) run(t *testing.T, d time.Duration, fresh string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := range l.accepted {
+			start := time.Now()
+			res, err := l.node.Ratelimit(context.Background(), sluice.Request{Namespace: "faults", Identifier: faultID(i) + fresh,
+				Limit: 1 << 40, Duration: time.Hour, Cost: 1})
+			l.latencies = append(l.latencies, time.Since(start))
+			if err != nil {
+				t.Fatalf("a caller got an error: %v", err)
+			}
+			if res.Success && fresh == "" {
+				l.accepted[i].Add(1)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkInRedis waits up to wait for the Redis at addr to hold each
+// counter's accepted increments, and fails at once if it holds more.
+func (l *faultLoad) checkInRedis(t *testing.T, addr string, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	client := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer client.Close()
+	seq := time.Now().UnixMilli() / time.Hour.Milliseconds()
+	deadline := time.Now().Add(wait)
+	for i := range l.accepted {
+		want := l.accepted[i].Load()
+		key := redis.CellKey(origin.Cell{Key: origin.Key{Namespace: "faults", Identifier: faultID(i), Duration: time.Hour}, Sequence: seq})
+		for {
+			got, err := client.HGet(ctx, key, "n").Int64()
+			if err == nil && got > want {
+				t.Fatalf("%s: Redis holds %d for %d accepted increments: counted twice", faultID(i), got, want)
+			}
+			if err == nil && got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: Redis holds %d (%v), want %d accepted increments", faultID(i), got, err, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

@@ -113,32 +113,15 @@ func (n *node) setOverride(key, ns, id string, limit, duration int64) string {
 
 func TestOverrides(t *testing.T) {
 	n := start(t, nil)
-	exact := n.setOverride("k", "ov", "vip", 100, 2*window)
-	prefix := n.setOverride("k", "ov", "user_*", 2, 3_600_000)
-	suffix := n.setOverride("k", "ov", "*_bot", 1, window)
-	longer := n.setOverride("k", "ov", "user_1*", 4, window)
+	ids := overrideIDs{
+		exact:  n.setOverride("k", "ov", "vip", 100, 2*window),
+		prefix: n.setOverride("k", "ov", "user_*", 2, 3_600_000),
+		suffix: n.setOverride("k", "ov", "*_bot", 1, window),
+		longer: n.setOverride("k", "ov", "user_1*", 4, window),
+	}
+	exact := ids.exact
 
-	t.Run("precedence", func(t *testing.T) {
-		for _, tc := range []struct {
-			name, id string
-			want     string
-			limit    int64
-		}{
-			{"exact", "vip", exact, 100},
-			{"prefix", "user_2", prefix, 2},
-			{"longest literal wins", "user_12", longer, 4},
-			{"prefix over suffix by literal length", "user_bot", prefix, 2},
-			{"suffix", "crawler_bot", suffix, 1},
-			{"no override", "nobody", "", 9},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				d := n.limit("k", "ov", tc.id, 9, window, 0)
-				if d.OverrideID != tc.want || d.Limit != tc.limit {
-					t.Fatalf("got override %q limit %d, want %q limit %d", d.OverrideID, d.Limit, tc.want, tc.limit)
-				}
-			})
-		}
-	})
+	t.Run("precedence", func(t *testing.T) { checkOverridePrecedence(t, n, ids) })
 	t.Run("override replaces the duration", func(t *testing.T) {
 		d := n.limit("k", "ov", "user_7", 9, window, 1)
 		if d.Reset%3_600_000 != 0 || d.Reset-time.Now().UnixMilli() > 3_600_000 {
@@ -169,31 +152,7 @@ func TestOverrides(t *testing.T) {
 			t.Fatalf("%+v", o)
 		}
 	})
-	t.Run("list pages", func(t *testing.T) {
-		var got []string
-		body := map[string]any{"namespace": "ov", "limit": 3}
-		for page := 0; ; page++ {
-			r := n.call("k", "listOverrides", body)
-			var os []overrideData
-			r.data(t, &os)
-			for _, o := range os {
-				got = append(got, o.Identifier)
-			}
-			if r.Body.Pagination == nil {
-				t.Fatalf("no pagination: %s", r.Raw)
-			}
-			if !r.Body.Pagination.HasMore {
-				break
-			}
-			if page > 5 {
-				t.Fatal("pagination does not end")
-			}
-			body["cursor"] = r.Body.Pagination.Cursor
-		}
-		if want := "[*_bot user_* user_1* vip]"; fmt.Sprint(got) != want {
-			t.Fatalf("listed %v, want %s", got, want)
-		}
-	})
+	t.Run("list pages", func(t *testing.T) { checkOverridePages(t, n) })
 	t.Run("delete", func(t *testing.T) {
 		var d map[string]any
 		n.call("k", "deleteOverride", map[string]any{"namespace": "ov", "identifier": "vip"}).data(t, &d)
@@ -207,16 +166,75 @@ func TestOverrides(t *testing.T) {
 			t.Fatalf("deleted override still applies: %+v", d)
 		}
 	})
-	t.Run("unknown namespace is 404", func(t *testing.T) {
-		for _, ep := range []string{"getOverride", "deleteOverride"} {
-			if r := n.call("k", ep, map[string]any{"namespace": "never-used", "identifier": "x"}); r.Code != 404 || !strings.Contains(r.Body.Error.Type, "namespace_not_found") {
-				t.Fatalf("%s: %d %s", ep, r.Code, r.Raw)
+	t.Run("unknown namespace is 404", func(t *testing.T) { checkUnknownNamespace404(t, n) })
+}
+
+// overrideIDs are the ids of TestOverrides' four overrides.
+type overrideIDs struct{ exact, prefix, suffix, longer string }
+
+// checkOverridePrecedence checks which override each identifier gets: the
+// exact one, else the pattern with the longest literal part.
+func checkOverridePrecedence(t *testing.T, n *node, ids overrideIDs) {
+	for _, tc := range []struct {
+		name, id string
+		want     string
+		limit    int64
+	}{
+		{"exact", "vip", ids.exact, 100},
+		{"prefix", "user_2", ids.prefix, 2},
+		{"longest literal wins", "user_12", ids.longer, 4},
+		{"prefix over suffix by literal length", "user_bot", ids.prefix, 2},
+		{"suffix", "crawler_bot", ids.suffix, 1},
+		{"no override", "nobody", "", 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := n.limit("k", "ov", tc.id, 9, window, 0)
+			if d.OverrideID != tc.want || d.Limit != tc.limit {
+				t.Fatalf("got override %q limit %d, want %q limit %d", d.OverrideID, d.Limit, tc.want, tc.limit)
 			}
+		})
+	}
+}
+
+// checkOverridePages lists namespace ov's overrides three a page and
+// checks that the pages end and hold every override once, in order.
+func checkOverridePages(t *testing.T, n *node) {
+	var got []string
+	body := map[string]any{"namespace": "ov", "limit": 3}
+	for page := 0; ; page++ {
+		r := n.call("k", "listOverrides", body)
+		var os []overrideData
+		r.data(t, &os)
+		for _, o := range os {
+			got = append(got, o.Identifier)
 		}
-		if r := n.call("k", "listOverrides", map[string]any{"namespace": "never-used"}); r.Code != 404 {
-			t.Fatalf("list: %d %s", r.Code, r.Raw)
+		if r.Body.Pagination == nil {
+			t.Fatalf("no pagination: %s", r.Raw)
 		}
-	})
+		if !r.Body.Pagination.HasMore {
+			break
+		}
+		if page > 5 {
+			t.Fatal("pagination does not end")
+		}
+		body["cursor"] = r.Body.Pagination.Cursor
+	}
+	if want := "[*_bot user_* user_1* vip]"; fmt.Sprint(got) != want {
+		t.Fatalf("listed %v, want %s", got, want)
+	}
+}
+
+// checkUnknownNamespace404 checks that the override endpoints answer 404
+// for a namespace never used.
+func checkUnknownNamespace404(t *testing.T, n *node) {
+	for _, ep := range []string{"getOverride", "deleteOverride"} {
+		if r := n.call("k", ep, map[string]any{"namespace": "never-used", "identifier": "x"}); r.Code != 404 || !strings.Contains(r.Body.Error.Type, "namespace_not_found") {
+			t.Fatalf("%s: %d %s", ep, r.Code, r.Raw)
+		}
+	}
+	if r := n.call("k", "listOverrides", map[string]any{"namespace": "never-used"}); r.Code != 404 {
+		t.Fatalf("list: %d %s", r.Code, r.Raw)
+	}
 }
 
 // namespaceID returns the id of a namespace. The Unkey API never returns

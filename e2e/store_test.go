@@ -123,24 +123,8 @@ func TestSharedStorePropagation(t *testing.T) {
 			const trials = 50
 			var set, lifted []time.Duration
 			for i := range trials {
-				w, r := nodes[i%2], nodes[1-i%2]
-				id := fmt.Sprintf("user-%d", i)
-				begin := time.Now()
-				oid := w.setOverride(rk, "prop", id, 1, window)
-				waitLimit(t, r, "prop", id, 3*time.Second, func(d limitData) bool { return d.OverrideID == oid })
-				set = append(set, time.Since(begin))
-				if d := r.limit(rk, "prop", id, 100, window, 1); !d.Success || d.Limit != 1 || d.OverrideID != oid {
-					t.Fatalf("trial %d: first request under the override: %+v", i, d)
-				}
-				if d := r.limit(rk, "prop", id, 100, window, 1); d.Success {
-					t.Fatalf("trial %d: the override's limit 1 is not enforced: %+v", i, d)
-				}
-
-				begin = time.Now()
-				var empty struct{}
-				r.call(rk, "deleteOverride", map[string]any{"namespace": "prop", "identifier": id}).data(t, &empty)
-				waitLimit(t, w, "prop", id, 3*time.Second, func(d limitData) bool { return d.OverrideID == "" && d.Limit == 100 })
-				lifted = append(lifted, time.Since(begin))
+				s, l := propagateOnce(t, nodes[i%2], nodes[1-i%2], i)
+				set, lifted = append(set, s), append(lifted, l)
 			}
 			t.Logf("%s: set visible on the other node: p50 %v, p99 %v, max %v; delete lifted: p50 %v, p99 %v, max %v (%d trials)",
 				st.name, percentile(set, 0.5), percentile(set, 0.99), slices.Max(set),
@@ -151,46 +135,81 @@ func TestSharedStorePropagation(t *testing.T) {
 			if p := percentile(lifted, 0.99); p > time.Second {
 				t.Errorf("p99 of delete-to-lifted is %v, want at most 1s", p)
 			}
-
-			t.Run("reads agree", func(t *testing.T) {
-				for _, id := range []string{"a_*", "b", "*c", "d*e"} {
-					nodes[0].setOverride(rk, "agree", id, 5, window)
-				}
-				var views [2]string
-				for i, n := range nodes {
-					var all []overrideData
-					cursor := ""
-					for {
-						body := map[string]any{"namespace": "agree", "limit": 3}
-						if cursor != "" {
-							body["cursor"] = cursor
-						}
-						r := n.call(rk, "listOverrides", body)
-						var page []overrideData
-						r.data(t, &page)
-						all = append(all, page...)
-						if !r.Body.Pagination.HasMore {
-							break
-						}
-						cursor = r.Body.Pagination.Cursor
-					}
-					for _, o := range all {
-						var got overrideData
-						n.call(rk, "getOverride", map[string]any{"namespace": "agree", "identifier": o.Identifier}).data(t, &got)
-						if got != o {
-							t.Fatalf("node %d: getOverride %+v, listOverrides %+v", i, got, o)
-						}
-					}
-					if len(all) != 4 {
-						t.Fatalf("node %d lists %d overrides, want 4: %+v", i, len(all), all)
-					}
-					views[i] = fmt.Sprint(all)
-				}
-				if views[0] != views[1] {
-					t.Fatalf("the nodes disagree:\n%s\n%s", views[0], views[1])
-				}
-			})
+			t.Run("reads agree", func(t *testing.T) { checkOverrideReadsAgree(t, nodes) })
 		})
+	}
+}
+
+// propagateOnce sets an override of user-<i> on node w, waits until node r
+// applies it and checks that r enforces it, then deletes it on r and waits
+// until w lifts it. It returns how long each took to show on the other
+// node.
+func propagateOnce(t *testing.T, w, r *node, i int) (set, lifted time.Duration) {
+	t.Helper()
+	id := fmt.Sprintf("user-%d", i)
+	begin := time.Now()
+	oid := w.setOverride(rk, "prop", id, 1, window)
+	waitLimit(t, r, "prop", id, 3*time.Second, func(d limitData) bool { return d.OverrideID == oid })
+	set = time.Since(begin)
+	if d := r.limit(rk, "prop", id, 100, window, 1); !d.Success || d.Limit != 1 || d.OverrideID != oid {
+		t.Fatalf("trial %d: first request under the override: %+v", i, d)
+	}
+	if d := r.limit(rk, "prop", id, 100, window, 1); d.Success {
+		t.Fatalf("trial %d: the override's limit 1 is not enforced: %+v", i, d)
+	}
+	begin = time.Now()
+	var empty struct{}
+	r.call(rk, "deleteOverride", map[string]any{"namespace": "prop", "identifier": id}).data(t, &empty)
+	waitLimit(t, w, "prop", id, 3*time.Second, func(d limitData) bool { return d.OverrideID == "" && d.Limit == 100 })
+	return set, time.Since(begin)
+}
+
+// checkOverrideReadsAgree sets four overrides on the first node and checks
+// that both nodes list the same four, page by page, and that getOverride
+// answers what listOverrides lists.
+func checkOverrideReadsAgree(t *testing.T, nodes [2]*node) {
+	for _, id := range []string{"a_*", "b", "*c", "d*e"} {
+		nodes[0].setOverride(rk, "agree", id, 5, window)
+	}
+	var views [2]string
+	for i, n := range nodes {
+		all := listAllOverrides(t, n, "agree", 3)
+		for _, o := range all {
+			var got overrideData
+			n.call(rk, "getOverride", map[string]any{"namespace": "agree", "identifier": o.Identifier}).data(t, &got)
+			if got != o {
+				t.Fatalf("node %d: getOverride %+v, listOverrides %+v", i, got, o)
+			}
+		}
+		if len(all) != 4 {
+			t.Fatalf("node %d lists %d overrides, want 4: %+v", i, len(all), all)
+		}
+		views[i] = fmt.Sprint(all)
+	}
+	if views[0] != views[1] {
+		t.Fatalf("the nodes disagree:\n%s\n%s", views[0], views[1])
+	}
+}
+
+// listAllOverrides lists every override of namespace ns on n, perPage a
+// page.
+func listAllOverrides(t *testing.T, n *node, ns string, perPage int) []overrideData {
+	t.Helper()
+	var all []overrideData
+	cursor := ""
+	for {
+		body := map[string]any{"namespace": ns, "limit": perPage}
+		if cursor != "" {
+			body["cursor"] = cursor
+		}
+		r := n.call(rk, "listOverrides", body)
+		var page []overrideData
+		r.data(t, &page)
+		all = append(all, page...)
+		if !r.Body.Pagination.HasMore {
+			return all
+		}
+		cursor = r.Body.Pagination.Cursor
 	}
 }
 
