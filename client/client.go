@@ -141,6 +141,16 @@ func checkKey(key string) error {
 	return nil
 }
 
+// idleConnTimeout is how long the client's own transport keeps an idle
+// connection. It is under the 10 s within which a Sluice server closes a
+// connection that has started no request: Go's transport may dial a
+// connection for a call that another connection then serves, and keep the
+// new one idle and unused. Closed by the server while the client picks it
+// for a Limit, it would fail the call with a reset, which the client does
+// not retry (a counting call is never sent twice). Closing it first costs a
+// dial after 8 s without calls.
+const idleConnTimeout = 8 * time.Second
+
 // newTransport is the client's own transport: keep-alive connections,
 // enough idle ones for concurrent callers, HTTP/2 over TLS, and dial and
 // handshake timeouts under any sensible call deadline.
@@ -154,7 +164,7 @@ func newTransport(tlsConfig *tls.Config) *http.Transport {
 		TLSHandshakeTimeout:   5 * time.Second,
 		MaxIdleConns:          64,
 		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
 }

@@ -39,6 +39,7 @@ func lateBurstTrace(ids, windows int, limit int64, load float64) Trace {
 // as the span; 4.72% and 36.46% under the rule before the pace counted
 // (1/(2R) of the headroom whatever the pace). The bounds fail the second.
 func TestLateBurstOverThreeRegions(t *testing.T) {
+	t.Parallel() // one core of simulation: the package's long runs share both
 	if testing.Short() {
 		t.Skip("two simulated runs of six windows")
 	}

@@ -51,6 +51,7 @@ func TestCellHeapBytes(t *testing.T) {
 // identity and window, and each took this origin at least three commands
 // (an HMGET, an HSET and the PEXPIRE of a new key).
 func TestSkewAndCosts(t *testing.T) {
+	t.Parallel() // one core of simulation: the package's long runs share both
 	s := Scenario{Name: "skewed", Regions: 1, Nodes: 3, Limit: 10, Window: 10 * time.Second, Windows: 2,
 		Load: 2, Identifiers: 1000, Skew: 1.1, Band: Band{MaxOverPct: 100}}
 	r, err := Run(s, 3)

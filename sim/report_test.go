@@ -34,6 +34,7 @@ func runReport(t *testing.T, seed uint64, names ...string) Report {
 // and checks that every output file is byte for byte the same, that the
 // charts parse as XML and that results.json reads back.
 func TestWriteFilesIsByteIdentical(t *testing.T) {
+	t.Parallel() // one core of simulation: the package's long runs share both
 	names := []string{"region-2x", "spread-3-regions"}
 	dirs := []string{t.TempDir(), t.TempDir()}
 	for _, dir := range dirs {

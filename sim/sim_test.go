@@ -268,6 +268,7 @@ func TestClusterOneNodeIsExact(t *testing.T) {
 // its place, and serves again from then; in cluster mode the others reach
 // the identities it owned over peer RPCs.
 func TestNodeLossTimeline(t *testing.T) {
+	t.Parallel() // one core of simulation: the package's long runs share both
 	for _, mode := range []OriginKind{OriginShared, OriginCluster} {
 		t.Run(string(mode), func(t *testing.T) {
 			s, _ := Find("cluster-node-loss") // node 0 lost at 25s, back at 40s; 10s windows
@@ -299,6 +300,7 @@ func TestNodeLossTimeline(t *testing.T) {
 // denial spread is not compared: over its 40 samples it moves either way
 // from seed to seed.)
 func TestGlobalLatencyLetsMoreThrough(t *testing.T) {
+	t.Parallel() // one core of simulation: the package's long runs share both
 	for seed := range uint64(3) {
 		s, _ := Find("two-regions-10x")
 		base, err := Run(s, seed+1)

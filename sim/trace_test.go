@@ -82,6 +82,7 @@ func randomTrace(n, identifiers int, window time.Duration) Trace {
 }
 
 func TestRunTrace(t *testing.T) {
+	t.Parallel() // one core of simulation: the package's long runs share both
 	tr := randomTrace(20_000, 5, 10*time.Second)
 	one := TraceDeployment{Name: "one", Regions: 1, Nodes: 1, Limit: 50, Window: 10 * time.Second}
 	res, err := RunTrace(tr, one, 1)
