@@ -9,13 +9,17 @@ PKGS    ?= ./...
 # Packages run one at a time (-p 1): several hold real-time load tests
 # (accuracy against the reference model over real processes) that would
 # starve each other on a small machine. Within a package, the tests marked
-# parallel (the cluster tests of e2e and its runs of the README and the
-# tutorials, the fault tests of the Redis origin and of the root package,
-# each mostly waiting on windows, timeouts or a fault, and the simulator's
-# longest runs, each on one core) run three at a time.
+# parallel (the cluster tests of e2e, the fault tests of the Redis origin
+# and of the root package, each mostly waiting on windows, timeouts or a
+# fault, and the simulator's longest runs, each on one core) run three at
+# a time. The other e2e tests stay serial: run beside the cluster tests,
+# their builds and processes starve the cluster tests' accuracy checks.
+#
+# -trimpath keeps this checkout's path out of the compiled packages, so a
+# fresh clone of the same code finds them in the build cache.
 test: services
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -p 1 -parallel 3 -timeout 15m $(PKGS)
+	$(GO) test -race -trimpath -count=1 -p 1 -parallel 3 -timeout 15m $(PKGS)
 
 services:
 	scripts/services.sh

@@ -16,7 +16,6 @@ import (
 // plaintext and over TLS (Node trusting the test's CA through
 // NODE_EXTRA_CA_CERTS).
 func TestNodeClient(t *testing.T) {
-	t.Parallel() // npm and a server of its own; it waits more than it computes
 	node, err := exec.LookPath("node")
 	if err != nil {
 		missingTool(t, "node is not installed; the Unkey SDK compatibility check needs Node.js 18+ and npm")

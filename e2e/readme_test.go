@@ -23,7 +23,6 @@ import (
 // in the README; any other block fails the test until it is run here. The
 // flags of the inline `sluice serve` commands must exist.
 func TestReadme(t *testing.T) {
-	t.Parallel() // its server has a port of its own; it waits more than it computes
 	root := repoRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {

@@ -285,7 +285,6 @@ func TestAdminListener(t *testing.T) {
 // TestReadyzWaitsForOrigin starts a node whose Redis origin is unreachable:
 // it is live and decides, but not ready.
 func TestReadyzWaitsForOrigin(t *testing.T) {
-	t.Parallel() // a server of its own, its origin unreachable
 	n := start(t, nil, "--redis-url", "redis://127.0.0.1:1", "--store", "sqlite")
 	if code, body := n.admin("/readyz"); code != 503 || !strings.Contains(body, "origin") {
 		t.Fatalf("readyz with the origin down: %d %q", code, body)

@@ -37,7 +37,6 @@ import (
 // disturbs nothing. A page that needs Redis or MariaDB is skipped when they
 // are missing, and fails then under CI.
 func TestTutorials(t *testing.T) {
-	t.Parallel() // its servers have ports of their own; it waits on them more than it computes
 	root := repoRoot(t)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "tutorials", "*.md"))
 	if err != nil || len(pages) == 0 {

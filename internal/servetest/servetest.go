@@ -48,14 +48,16 @@ func Main(m *testing.M, args []string, ready func(binary string, shared *Server)
 }
 
 // Build compiles cmd/sluice into a new temporary folder and returns the
-// folder (to remove when the tests end) and the executable's path.
+// folder (to remove when the tests end) and the executable's path. It
+// builds with -trimpath, as make test does, so that a fresh clone of the
+// same code finds its packages in the build cache.
 func Build() (dir, binary string, err error) {
 	dir, err = os.MkdirTemp("", "sluice-servetest-")
 	if err != nil {
 		return "", "", fmt.Errorf("servetest: %w", err)
 	}
 	binary = filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-o", binary, "github.com/sluicehq/sluice/cmd/sluice")
+	build := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/sluicehq/sluice/cmd/sluice")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		os.RemoveAll(dir)
