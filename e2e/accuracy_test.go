@@ -226,14 +226,15 @@ type loadResult struct {
 // spreadLoad sends each of ids identifiers (namespace ns) 10 × limit
 // requests per window d, evenly spaced from begin for run at a phase of its
 // own, each to a node picked at random among those nodes returns for the
-// request's due time; seed drives the phases and the picks. 48 workers send
-// them.
-func spreadLoad(nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+// instant the request is sent (its due time, or later when the senders lag
+// behind: a node about to be stopped gets no request sent late); seed
+// drives the phases and the picks. 48 workers send them.
+func spreadLoad(nodes func(at time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
 	return spreadLoadAt(10, nodes, ns, seed, ids, limit, d, begin, run)
 }
 
 // spreadLoadAt is spreadLoad at load × limit requests per window.
-func spreadLoadAt(load float64, nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+func spreadLoadAt(load float64, nodes func(at time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
 	return spreadLoadWith(limitOverHTTP, load, nodes, ns, seed, ids, limit, d, begin, run)
 }
 
@@ -242,12 +243,12 @@ func spreadLoadAt(load float64, nodes func(due time.Time) []*node, ns string, se
 type sender func(hc *http.Client, baseURL, namespace, identifier string, limit int, d time.Duration) (bool, error)
 
 // spreadLoadWith is spreadLoadAt with each request sent by send.
-func spreadLoadWith(send sender, load float64, nodes func(due time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+func spreadLoadWith(send sender, load float64, nodes func(at time.Time) []*node, ns string, seed uint64, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
 	const workers = 48
 	type job struct {
-		id  int
-		n   *node
-		due time.Time
+		id   int
+		pick uint64 // picks the node among those live when it is sent
+		due  time.Time
 	}
 	gap := time.Duration(float64(d) / (load * float64(limit)))
 	rng := rand.New(rand.NewPCG(seed, seed+1))
@@ -255,9 +256,7 @@ func spreadLoadWith(send sender, load float64, nodes func(due time.Time) []*node
 	for id := range ids {
 		phase := time.Duration(rng.Int64N(int64(gap)))
 		for at := phase; at < run; at += gap {
-			due := begin.Add(at)
-			live := nodes(due)
-			schedule = append(schedule, job{id: id, n: live[rng.IntN(len(live))], due: due})
+			schedule = append(schedule, job{id: id, pick: rng.Uint64(), due: begin.Add(at)})
 		}
 	}
 	slices.SortFunc(schedule, func(a, b job) int { return a.due.Compare(b.due) })
@@ -278,14 +277,16 @@ func spreadLoadWith(send sender, load float64, nodes func(due time.Time) []*node
 			for j := range jobs {
 				lag := time.Since(j.due)
 				before := time.Now()
-				passed, err := send(hc, j.n.URL, ns, "user-"+strconv.Itoa(j.id), limit, d)
+				live := nodes(before)
+				n := live[j.pick%uint64(len(live))]
+				passed, err := send(hc, n.URL, ns, "user-"+strconv.Itoa(j.id), limit, d)
 				after := time.Now()
 				mu.Lock()
 				out.late = max(out.late, lag)
 				if err != nil {
-					out.failures = append(out.failures, j.n.URL+": "+err.Error())
+					out.failures = append(out.failures, n.URL+": "+err.Error())
 				} else {
-					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed, node: j.n})
+					out.results = append(out.results, sent{id: j.id, at: (before.UnixMilli() + after.UnixMilli()) / 2, success: passed, node: n})
 				}
 				mu.Unlock()
 			}

@@ -183,7 +183,7 @@ func metricValue(t *testing.T, n *clusterNode, name string, labels []string) flo
 
 // loadResult is what a load run measured.
 // clusterLoad is spreadLoad on cluster nodes, in namespace "cluster".
-func clusterLoad(nodes func(due time.Time) []*clusterNode, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
+func clusterLoad(nodes func(at time.Time) []*clusterNode, ids, limit int, d time.Duration, begin time.Time, run time.Duration) loadResult {
 	return spreadLoad(func(due time.Time) []*node {
 		live := nodes(due)
 		out := make([]*node, len(live))
@@ -579,8 +579,8 @@ func TestClusterHungNode(t *testing.T) {
 		t.Errorf("%d requests failed (the stopped node serves %s); first: %s", len(out.failures), hung.URL, out.failures[0])
 	}
 	engine, model := compare(out.results, limit, d, begin, cells)
-	t.Logf("stopped %s for %v; the others dropped it after %v; 3 members again %v after it resumed; admitted per window (nodes %v, model %v); load average %s",
-		hung.gossip, contAt.Sub(stopAt), cutOff.Round(100*time.Millisecond), took.Round(100*time.Millisecond), engine, model, loadavg())
+	t.Logf("stopped %s for %v; the others dropped it after %v; 3 members again %v after it resumed; admitted per window (nodes %v, model %v); senders at most %v late; load average %s",
+		hung.gossip, contAt.Sub(stopAt), cutOff.Round(100*time.Millisecond), took.Round(100*time.Millisecond), engine, model, out.late.Round(time.Millisecond), loadavg())
 	if cutOff == 0 {
 		t.Error("the others never dropped the stopped node: it was not cut off for long enough")
 	}
