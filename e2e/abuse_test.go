@@ -72,7 +72,7 @@ func TestHostileBodiesBounded(t *testing.T) {
 	n.limit(rk, "warm", "u", 10, window, 1)
 	before := vmRSS(t, pid)
 	bodies := hostileBodies()
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: loadTransport(16)}
 	defer hc.CloseIdleConnections()
 	var peak int64
 	for round := range 2 {

@@ -260,11 +260,7 @@ func spreadLoadWith(send sender, load float64, nodes func(at time.Time) []*node,
 		}
 	}
 	slices.SortFunc(schedule, func(a, b job) int { return a.due.Compare(b.due) })
-	// Idle connections close before the server's 10 s bound on one that
-	// starts no request: a connection dialled for a request that another
-	// one served, then picked as the server closes it, would fail its
-	// request with a reset, which a POST is not retried on.
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers, IdleConnTimeout: 5 * time.Second}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: loadTransport(workers)}
 	defer hc.CloseIdleConnections()
 	var (
 		mu   sync.Mutex

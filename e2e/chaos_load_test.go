@@ -186,7 +186,7 @@ func (l *chaosLoad) wait() chaosOutcome { return <-l.done }
 func (l *chaosLoad) run(lb *balancer, seed uint64, begin time.Time, run time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	jobs := chaosSchedule(rng, run)
-	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	tr := loadTransport(256)
 	defer tr.CloseIdleConnections()
 	waiting := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	out := chaosOutcome{requests: len(jobs), patientPassed: map[regionNS]int{}, impatient: map[regionNS]int{}, cancels: map[regionNS]int{}}

@@ -273,7 +273,7 @@ type loadTally struct {
 // a million, and calls every10s every 10 s with the time since it started.
 func fullSizeLoad(t *testing.T, url string, rate int, end time.Time, every10s func(time.Duration)) *loadTally {
 	const clients = 16
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 5 * time.Second}
+	hc := &http.Client{Transport: loadTransport(clients), Timeout: 5 * time.Second}
 	defer hc.CloseIdleConnections()
 	var tally loadTally
 	begin := time.Now()

@@ -62,6 +62,16 @@ type node struct {
 	log bytes.Buffer
 }
 
+// loadTransport is the transport of a load generator: up to perHost idle
+// connections to each server, each closed after 5 s idle, before the
+// server's 10 s bound on a connection that starts no request. A connection
+// dialled for a request that another one served, then picked as the server
+// closes it, would fail its request with a reset, which a POST is not
+// retried on.
+func loadTransport(perHost int) *http.Transport {
+	return &http.Transport{MaxIdleConnsPerHost: perHost, IdleConnTimeout: 5 * time.Second}
+}
+
 // start runs `sluice serve` on a free loopback port, with its admin
 // listener on another, and a fresh data dir (unless args set them) and
 // waits until it listens. The process gets SIGTERM at cleanup.

@@ -78,7 +78,7 @@ func startSteadyLoad(baseURL, namespace string) *steadyLoad {
 // run sends the requests on schedule until stop, then hands every sample
 // to done.
 func (l *steadyLoad) run(baseURL, namespace string) {
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: loadTransport(256)}
 	defer hc.CloseIdleConnections()
 	var (
 		mu      sync.Mutex
